@@ -31,6 +31,7 @@ from pytest_hetero.backends.local.spread import (
     pin_kept,
     unkept,
 )
+from pytest_hetero.backends.sandbox import ConfinementFacts
 from pytest_hetero.backends.slots import Slot
 from pytest_hetero.evidence.untested import CONTENTION_PART, MODELS_ISOLATION_PART
 from pytest_hetero.matrix.model import Resource
@@ -321,8 +322,16 @@ def test_affinity_is_the_calling_threads_and_reaches_a_child() -> None:
         assert os.sched_getaffinity(0) == mine
 
 
+def sandboxed(mechanism: str = "bubblewrap", confined: bool = True, gaps: tuple[str, ...] = (),
+              reason: str = "") -> ConfinementFacts:
+    """A sandbox's isolation record (:meth:`pytest_hetero.backends.sandbox.Confinement.facts`)."""
+    return {"mechanism": mechanism, "identity": "hetero-sandbox", "confined": confined, "namespaces": ["pid"],
+            "visible": [], "hidden": [], "writable": [], "network": "none", "limits": None, "copied": [],
+            "gaps": list(gaps), "reason": reason}
+
+
 def test_isolation_is_proven_for_a_confined_run_and_runs_at_once_name_what_they_share() -> None:
-    confined = {"mechanism": "bubblewrap", "confined": True, "gaps": [], "reason": ""}
+    confined = sandboxed()
     alone = isolation(confined, Pin(Slot("cpuset", ("0",)), cpus=frozenset({0}), width=1), network=False)
     assert (alone["shared_between_runs"], alone["slot"]) == (False, {"kind": "cpuset", "ids": ["0"]})
     assert alone["models_isolation"].startswith("proven") and "per_run" in alone
@@ -335,10 +344,14 @@ def test_isolation_is_proven_for_a_confined_run_and_runs_at_once_name_what_they_
     shared = isolation(confined, cpu, network=True)
     assert shared["shared_between_runs"] is True and "models_isolation" not in shared
     assert "2 at once on the host's network" in shared["reason"]
-    loose = isolation({"mechanism": "none", "confined": False, "gaps": ["x"], "reason": "HETERO_SANDBOX=off"}, cpu,
+    loose = isolation(sandboxed("none", confined=False, gaps=("x",), reason="HETERO_SANDBOX=off"), cpu,
                       network=False)
     assert loose["shared_between_runs"] is True and "not confined (HETERO_SANDBOX=off)" in loose["reason"]
-    assert loose["gaps"][0] == "x"
+    assert loose["gaps"][0] == "x" and loose["mechanism"] == "none"
+    never = isolation(None, cpu, network=False)  # the sandbox never started: no record of its own
+    assert (never["shared_between_runs"], never["gaps"], "mechanism" in never) == (True, [
+        "its CPUs are an affinity mask (sched_setaffinity), not a cpuset cgroup: the run could widen it"], False)
+    assert "not confined (no sandbox)" in never["reason"]
 
 
 def test_a_run_held_after_the_stop_is_killed_at_once() -> None:
@@ -420,7 +433,7 @@ def test_the_pin_is_kept_while_cpu_time_fits_the_pinned_cpus() -> None:
                                        "(sched_setaffinity) and ran on CPUs outside its slot")
     assert pin_kept(two, None, 2.0) is None
     assert pin_kept(Pin(Slot("devices", ("0",)), env={"CUDA_VISIBLE_DEVICES": "0"}), 99.0, 1.0) is None
-    facts = unkept(isolation({"mechanism": "bubblewrap", "confined": True, "gaps": []}, two, network=False), "why")
+    facts = unkept(isolation(sandboxed(), two, network=False), "why")
     assert facts["pinning"] == "why" and "started pinned to one device slot (CPU affinity), which the run did not " \
         "keep" in facts["per_run"]
 

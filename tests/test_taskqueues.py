@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from support import matrix_text
 
-from pytest_hetero.backends.protocol import JobPlacement, JobRequest
+from pytest_hetero.backends.protocol import JobAdmission, JobPlacement, JobRequest, RendezvousAnswer
 from pytest_hetero.errors import MatrixInvalid
 from pytest_hetero.judge.failures import owner_category, status_of
 from pytest_hetero.layers.base import LayerFailed
@@ -87,12 +87,15 @@ RULE = TaskQueue("training", queue="lq", cluster_queue="cq-train", max_wait_s=5.
 REQ = JobRequest("training", 2, "lq", None, 60.0)
 
 
-def admitted(**admission: Any) -> JobPlacement:
-    base = {"workload": "job-x-1", "local_queue": "lq", "cluster_queue": "cq-train", "priority_class": None,
-            "wait_s": 1.0}
-    ok = [{"index": i, "ok": True} for i in range(2)]
-    return JobPlacement(admitted=True, placed=2, workers=2, admission={**base, **admission}, rendezvous=ok,
-                        service="job-x")
+def admitted(local_queue: str = "lq", cluster_queue: str = "cq-train", wait_s: float = 1.0) -> JobPlacement:
+    admission: JobAdmission = {
+        "api_version": "kueue.x-k8s.io/v1beta2", "workload": "job-x-1", "local_queue": local_queue,
+        "cluster_queue": cluster_queue, "flavors": {}, "resource_usage": {}, "pod_sets": [], "created_at": None,
+        "quota_reserved_at": None, "quota_reserved_message": None, "admitted_at": None, "wait_s": wait_s,
+        "wait_since_submit_s": None, "cluster_queue_status": {}, "priority_class": None, "priority_class_kind": None,
+        "priority": None}
+    ok: list[RendezvousAnswer] = [{"index": i, "pod": f"job-x-{i}", "ok": True, "error": None} for i in range(2)]
+    return JobPlacement(admitted=True, placed=2, workers=2, admission=admission, rendezvous=ok, service="job-x")
 
 
 def category(job: JobPlacement) -> str | None:
@@ -109,7 +112,7 @@ def test_verdicts_on_the_facts() -> None:
     assert category(admitted(local_queue="other")) == "queue_rule_mismatch"
     assert category(admitted(wait_s=6.0)) == "queue_wait_exceeded"
     broken = admitted()
-    broken.rendezvous[1] = {"index": 1, "ok": False, "error": "peer 0: 10.0.0.1:29500: timed out"}
+    broken.rendezvous[1] = {"index": 1, "pod": "job-x-1", "ok": False, "error": "peer 0: 10.0.0.1:29500: timed out"}
     assert category(broken) == "gang_rendezvous_failed"
     # never admitted: Kueue's reason decides; past max_wait the bound does, the reason kept in the message
     waiting = JobPlacement(admitted=False, workers=2, waited_s=3.0, decisive=make_reason(
@@ -172,3 +175,15 @@ def test_a_changed_rule_affects_its_task_types_items_only(tmp_path: Path) -> Non
     same = load_matrix(write(new_dir, {"training": {"max_wait": "5m", "workers": 2}}))
     assert "cpu-host::py::training::scheduling" not in changed_items(
         old, expand(old, scheduling_per_image=True), same, expand(same, scheduling_per_image=True))
+
+
+def test_the_rendezvous_answer_is_read_once_and_a_foreign_line_is_no_answer() -> None:
+    from pytest_hetero.backends.kubernetes.gang import parse_answer
+
+    line = json.dumps({"index": 1, "host": "job-x-1", "reached_ms": {"0": 2.5}, "heard": [0], "errors": {},
+                       "ok": True})
+    assert parse_answer(line) == {"index": 1, "host": "job-x-1", "reached_ms": {"0": 2.5}, "heard": [0],
+                                  "errors": {}, "ok": True}
+    for foreign in ('{"index": 1, "ok": true}', "[1, 2]", "Traceback (most recent call last):"):
+        with pytest.raises(ValueError):
+            parse_answer(foreign)

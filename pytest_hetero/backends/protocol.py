@@ -54,6 +54,8 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
     from typing_extensions import NotRequired
 
     from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
+    from pytest_hetero.backends.kubernetes.gang import PeerAddress
+    from pytest_hetero.backends.kubernetes.manifests import ConditionJSON, FlavorUsage
     from pytest_hetero.evidence.model import Artifact
     from pytest_hetero.matrix.expand import PlannedItem
     from pytest_hetero.matrix.model import Dataset, GovernanceProbe, Image, Matrix, Model, Resource
@@ -427,17 +429,115 @@ class JobRequest:
     wait_s: float
 
 
+class PodSetFields(TypedDict):
+    """One ``status.admission.podSetAssignments[]`` entry of an admitted Workload as :class:`JobAdmission`
+    ``pod_sets`` keeps it (API names, None where the Workload lacks the field)."""
+
+    name: str | None
+    count: int | None
+    flavors: dict[str, str] | None
+    resourceUsage: dict[str, str] | None
+
+
+class ClusterQueueSeen(TypedDict, total=False):
+    """:class:`JobAdmission` ``cluster_queue_status``: the ClusterQueue's ``status`` counters as read (each None
+    when the API left it out), or only ``error`` (why it could not be read)."""
+
+    flavorsReservation: list[FlavorUsage] | None
+    flavorsUsage: list[FlavorUsage] | None
+    admittedWorkloads: int | None
+    pendingWorkloads: int | None
+    reservingWorkloads: int | None
+    error: str
+
+
+class KueueAdmission(TypedDict):
+    """What :func:`pytest_hetero.backends.kubernetes.queues.kueue_admission` records of an admitted Workload
+    (every field always written; see there)."""
+
+    api_version: str
+    workload: str | None
+    local_queue: str | None
+    cluster_queue: str | None
+    flavors: dict[str, str]
+    resource_usage: dict[str, str]
+    pod_sets: list[PodSetFields]
+    created_at: str | None
+    quota_reserved_at: str | None
+    quota_reserved_message: str | None
+    admitted_at: str | None
+    wait_s: float | None
+    wait_since_submit_s: float | None
+    cluster_queue_status: ClusterQueueSeen
+
+
+@final
+class JobAdmission(KueueAdmission):
+    """An admitted job's Workload (:attr:`JobPlacement.admission`, a Kubernetes training job's ``admission``
+    fact): its :class:`KueueAdmission` and its priority
+    (:func:`~pytest_hetero.backends.kubernetes.gang.priority_of`)."""
+
+    priority_class: str | None
+    priority_class_kind: str | None
+    priority: int | None
+
+
+@final
+class WorkloadSeen(TypedDict, total=False):
+    """:attr:`JobPlacement.admission` of a job not admitted: its Workload's ``workload`` name, ``local_queue`` and
+    ``conditions`` as served (None: none) when one was seen; empty when none was."""
+
+    workload: str | None
+    local_queue: str | None
+    conditions: list[ConditionJSON] | None
+
+
+class GangPod(TypedDict):
+    """One pod of a gang job as last listed (:func:`pytest_hetero.backends.kubernetes.gang.pod_facts`): its
+    completion ``index`` (None without the annotation), ``name``, ``node`` (None: unbound), ``ip``, ``phase``,
+    ``hostname`` and ``subdomain`` (None when absent); ``endpoint``: where its peers reach it (the headless
+    Service's EndpointSlices; None: not listed), set once the job has several pods and all run."""
+
+    index: int | None
+    name: str
+    node: str | None
+    ip: str | None
+    phase: str | None
+    hostname: str | None
+    subdomain: str | None
+    endpoint: NotRequired[PeerAddress | None]
+
+
+class RendezvousAnswer(TypedDict):
+    """What one pod's peer check said (:func:`pytest_hetero.backends.kubernetes.gang.rendezvous`): its
+    ``index`` (the check's own ``JOB_COMPLETION_INDEX`` once it answered), ``pod``, ``ok``, ``error`` (None:
+    none); once exec'd, its ``exit_code`` (and ``answer_from``: the file the answer was read from when the exec
+    stream lost it); once it answered, the check's ``host``, ``reached_ms`` (peer index → ms), ``heard`` (peer
+    indexes) and ``errors`` (peer index → why)."""
+
+    index: int | None
+    pod: str
+    ok: bool
+    error: str | None
+    exit_code: NotRequired[int | None]
+    answer_from: NotRequired[str]
+    host: NotRequired[str]
+    reached_ms: NotRequired[dict[str, float]]
+    heard: NotRequired[list[int]]
+    errors: NotRequired[dict[str, str]]
+
+
 @dataclass
 class JobPlacement:
     """What became of a :class:`JobRequest` (facts, never a verdict).
 
     ``admitted``: the queue controller admitted it (None: no queue controller answered); ``admission``:
-    the Workload's facts (:func:`pytest_hetero.backends.kubernetes.queues.kueue_admission`: ``workload``,
-    ``local_queue``, ``cluster_queue``, ``priority_class``, ``wait_s`` created → Admitted from the Workload's
-    conditions, ...); ``waited_s``: seconds from submission to admission or to giving up; ``pods``:
-    ``[{"index", "name", "node", "ip", "phase"}]`` of the job's pods as last seen (none before admission);
-    ``service``: the headless Service's name; ``rendezvous``: per pod, what the peers' check said
-    (``[{"index", "ok", "reached", "heard", "error"}]``; empty when it did not run); ``decisive``/``reasons``:
+    the Workload's facts (:class:`JobAdmission`: ``workload``, ``local_queue``, ``cluster_queue``,
+    ``priority_class``, ``wait_s`` created → Admitted from the Workload's conditions, ...; :class:`WorkloadSeen`
+    when not admitted); ``waited_s``: seconds from submission to admission or to giving up; ``pods``: the job's
+    pods as last seen (:class:`GangPod` s; none before admission); ``service``: the headless Service's name;
+    ``rendezvous``: per pod, what the peers' check said (:class:`RendezvousAnswer` s; empty when it did not
+    run); ``decisive``/``reasons``:
     normalised Pending reasons (:class:`pytest_hetero.pending.Reason` dicts) when not admitted or not all
     placed; ``message``: the engine's summary.
     """
@@ -445,11 +545,11 @@ class JobPlacement:
     admitted: bool | None
     placed: int = 0
     workers: int = 1
-    admission: dict[str, Any] = field(default_factory=dict)
+    admission: JobAdmission | WorkloadSeen = field(default_factory=WorkloadSeen)
     waited_s: float = 0.0
-    pods: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[GangPod] = field(default_factory=list)
     service: str | None = None
-    rendezvous: list[dict[str, Any]] = field(default_factory=list)
+    rendezvous: list[RendezvousAnswer] = field(default_factory=list)
     decisive: ReasonDict | None = None
     reasons: list[ReasonDict] = field(default_factory=list)
     message: str = ""
@@ -726,6 +826,28 @@ class AttributionUsage(TypedDict):
     after_waited_s: NotRequired[float]
 
 
+class IdentityFacts(TypedDict):
+    """Who a governance probe acted as (:attr:`GovernanceReport.identity`; no credential): the ``tenant`` (None: the
+    gate itself), the ``subject`` and ``groups`` the apiserver confirmed, the ``namespace`` it acted in by default
+    and the ``method`` the credentials were obtained by."""
+
+    tenant: str | None
+    subject: str
+    groups: list[str]
+    namespace: str
+    method: str
+
+
+class CleanupRecord(TypedDict):
+    """One object a probe created, once deleted (:attr:`GovernanceReport.cleanup`, :attr:`ReserveReport.cleanup`):
+    its ``kind``, ``namespace`` (None: cluster-scoped), ``name`` and whether it was ``gone`` within the wait."""
+
+    kind: str
+    namespace: str | None
+    name: str
+    gone: bool
+
+
 @dataclass
 class GovernanceReport:
     """What a governance probe did (:meth:`Backend.govern`): ``identity`` it acted as (``tenant``,
@@ -736,11 +858,11 @@ class GovernanceReport:
     ``skipped``: why nothing could be attempted (e.g. no node of the pool is in maintenance).
     ``ledger``: what the probe cost the cluster (see :func:`pytest_hetero.backends.kubernetes.governance.ledger`)."""
 
-    identity: dict[str, Any]
+    identity: IdentityFacts
     observer: str
     attempts: list[Attempt] = field(default_factory=list)
     usage: AttributionUsage | None = None
-    cleanup: list[dict[str, Any]] = field(default_factory=list)
+    cleanup: list[CleanupRecord] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     skipped: str = ""
     ledger: ProbeLedger | None = None
@@ -787,6 +909,34 @@ class PriorityFacts(TypedDict):
     global_default: bool
 
 
+class RolloutFacts(TypedDict):
+    """What a rollout wait saw once a Deployment served (Kubernetes, ``serving.k8s.ready``): the ``deployment``
+    (``namespace/name``), its ``revision``, current ``replicaset``, where the endpoint came from
+    (``endpoint_source``), the ready endpoint's ``pod_ip`` and ``port``, the ready ``pods`` and ``waited_s``."""
+
+    deployment: str
+    revision: str
+    replicaset: str
+    endpoint_source: str
+    pod_ip: str
+    port: int
+    pods: list[str]
+    waited_s: float
+
+
+class SwitchFacts(TypedDict, total=False):
+    """What :meth:`Backend.serving_switch` did: ``how`` it switched, the Deployment's ``revision_before`` and
+    ``revision_after``, the ``replicaset`` serving then, its ``endpoint`` URL and ``waited_s`` for the rollout
+    (each key optional: an engine says what it can tell; the Kubernetes engine says all)."""
+
+    how: str
+    revision_before: str
+    revision_after: str
+    replicaset: str
+    endpoint: str
+    waited_s: float
+
+
 class ReserveServing(TypedDict):
     """:attr:`ReserveReport.serving`: the serving Deployment's ``deployment`` name, ``namespace``, ``replicas``,
     ``min_ready``, its ``priority_class`` (None without one), ``image`` reference and the ``identity`` that
@@ -800,7 +950,7 @@ class ReserveServing(TypedDict):
     priority_class: PriorityFacts | None
     image: str
     identity: str
-    ready: NotRequired[dict[str, Any]]
+    ready: NotRequired[RolloutFacts]
     watch_errors: NotRequired[list[str]]
     cleanup_began: NotRequired[float]
 
@@ -899,7 +1049,7 @@ class ReserveReport:
     windows: list[ReserveWindow] = field(default_factory=list)
     timeline: list[ReserveEvent] = field(default_factory=list)
     victims: list[ReserveVictim] = field(default_factory=list)
-    cleanup: list[dict[str, Any]] = field(default_factory=list)
+    cleanup: list[CleanupRecord] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     usage: list[UsageFacts] = field(default_factory=list)
 
@@ -1083,7 +1233,7 @@ class Backend(ABC):
         usage ledger counts); None where the engine cannot list them (evidence says so). Raises EngineFault."""
         return None
 
-    def serving_switch(self, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:
+    def serving_switch(self, step: Step, request: ServingRequest, version: str) -> SwitchFacts:
         """Make ``request.deploy`` serve ``version`` and wait until the rollout is complete; return its
         facts (``{"how", "revision_before", "revision_after", ...}``, recorded as evidence).
 

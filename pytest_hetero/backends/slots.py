@@ -26,20 +26,28 @@ import math
 import queue
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero.matrix.quantity import quantity
 
 if TYPE_CHECKING:
+    from pytest_hetero.backends.protocol import UsageFacts
     from pytest_hetero.backends.spread import Concurrency
 
 NVIDIA_GPU = "nvidia.com/gpu"
 """The extended resource name of an NVIDIA GPU (the device plugin's)."""
 ASCEND_PREFIXES: tuple[str, ...] = ("huawei.com/Ascend", "huawei.com/npu")
 """Prefixes of the extended resource names of an Ascend NPU (``huawei.com/Ascend910``, …)."""
+
+
+class SlotDict(TypedDict):
+    """A :class:`Slot` as evidence keeps it: its ``kind`` and ``ids``."""
+
+    kind: str
+    ids: list[str]
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ class Slot:
     kind: str
     ids: tuple[str, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SlotDict:
         """JSON-ready dict (evidence)."""
         return {"kind": self.kind, "ids": list(self.ids)}
 
@@ -203,8 +211,24 @@ class Slots:
         self.free.put(slot)
 
 
-def spread_facts(slot: Slot, width: int, queued: float, got: float, waited: float, created: object, running: object,
-                 ran: Mapping[str, Any], removed: float) -> dict[str, Any]:
+class SpreadTiming(TypedDict):
+    """The timing part of a pinned per-run model run's ``details["spread"]`` (:func:`spread_facts`)."""
+
+    slot: SlotDict
+    concurrency: int
+    queued_at: float
+    slot_at: float
+    created_at: float | None
+    running_at: float | None
+    run_started_at: float | None
+    run_ended_at: float | None
+    removed_at: float
+    waited_for_slot_s: float
+    slot_wait_s: float
+
+
+def spread_facts(slot: Slot, width: int, queued: float, got: float, waited: float, created: float | None,
+                 running: float | None, ran: UsageFacts, removed: float) -> SpreadTiming:
     """The timing part of a pinned per-run model run's ``details["spread"]``, the same keys on Docker and local (the
     renderers read them alike): its ``slot`` and the ``concurrency`` (``width``); epoch seconds it was ``queued`` at,
     ``got`` its slot at (after ``waited`` seconds in :meth:`Slots.take`), its workload was ``created`` and

@@ -21,7 +21,7 @@ address, the headless Service and the rendezvous each pod reported; each pod is 
 
 from __future__ import annotations
 
-from pytest_hetero.backends.protocol import JobPlacement, JobRequest
+from pytest_hetero.backends.protocol import JobAdmission, JobPlacement, JobRequest, WorkloadSeen
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.matrix.taskqueues import TaskQueue
@@ -71,7 +71,8 @@ def judge(rule: TaskQueue, request: JobRequest, job: JobPlacement) -> None:
     if wrong:
         raise LayerFailed(f"{rule.task_type} job admitted against its rule (spec.task_queues line {rule.line}): "
                           + "; ".join(wrong), "queue_rule_mismatch")
-    wait = job.admission.get("wait_s")
+    admission = job.admission
+    wait = admission["wait_s"] if "api_version" in admission else None  # an admitted Workload's facts
     if bound is not None and wait is not None and wait > bound:
         raise LayerFailed(f"{rule.task_type} job waited {wait:g} s from submission to admission (Workload "
                           f"{job.admission.get('workload')} conditions), over its max_wait of {bound:g} s "
@@ -85,7 +86,7 @@ def judge(rule: TaskQueue, request: JobRequest, job: JobPlacement) -> None:
                               f"pod {r.get('index')}: {r.get('error')}" for r in broken), "gang_rendezvous_failed")
 
 
-def mismatches(rule: TaskQueue, request: JobRequest, admission: dict[str, object]) -> list[str]:
+def mismatches(rule: TaskQueue, request: JobRequest, admission: JobAdmission | WorkloadSeen) -> list[str]:
     """What the admitted Workload (``admission``) says against ``rule``: its LocalQueue, ClusterQueue and
     priority class, each where the rule (or, for the queue, the request) names one."""
     out = []

@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from dataclasses import replace
-from typing import Any
+from typing import TypedDict
 
 from pytest_hetero.pending.model import Reason, make_reason
 
@@ -223,6 +223,15 @@ def _taint(inner: str) -> str:
     return f"{key}={value}" if value else key
 
 
+class FragmentCounts(TypedDict):
+    """What every :class:`Reason` of one fragment carries: the ``nodes`` it was said of and the ``total_nodes``
+    (None: not said) and whether the scheduler tried ``preemption``."""
+
+    nodes: int | None
+    total_nodes: int | None
+    preemption: bool
+
+
 def classify_fragment(
     text: str,
     *,
@@ -239,7 +248,7 @@ def classify_fragment(
     """
     frag = text.strip().rstrip(".").strip()
     message = f"{nodes} {frag}" if nodes is not None else frag
-    common: dict[str, Any] = {"nodes": nodes, "total_nodes": total, "preemption": preemption}
+    common: FragmentCounts = {"nodes": nodes, "total_nodes": total, "preemption": preemption}
     if frag in HAMI_CODES:
         return make_reason("hami", HAMI_CODES[frag], message, **common)
     plugin = re.match(r"^\d*\s*plugin \S+ predicates failed\s*", frag, re.IGNORECASE)

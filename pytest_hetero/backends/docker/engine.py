@@ -554,7 +554,7 @@ class DockerBackend(Backend):
                 except docker.errors.DockerException:
                     pass  # left to the engine's close (owner label)
             slots.give(slot)
-        ran = result.details.get("workload") or {}  # the exec's own window (.usage.exec_facts)
+        ran: UsageFacts = result.details.get("workload") or UsageFacts()  # the exec's own window (.usage.exec_facts)
         result.details.pop("workload_started", None)  # the run's container is its workload, counted once
         if facts:
             facts["released"] = removed

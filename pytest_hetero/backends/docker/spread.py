@@ -28,16 +28,31 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero.backends import slots as neutral
 from pytest_hetero.backends.docker.translate import DockerTarget
 from pytest_hetero.backends.slots import Slot, Slots, cpu_list, distinct, width
 
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
 __all__ = ["PER_RUN_CONTAINER", "Slot", "Slots", "cpu_list", "distinct", "host_devices", "isolation", "pinned",
            "slots_of", "width"]
 
-PER_RUN_CONTAINER: dict[str, Any] = {
+class ContainerIsolation(TypedDict):
+    """``details["isolation"]`` of a per-run model run on Docker (:func:`isolation`): the ``mechanism``, that it was
+    ``confined`` and whether it ``shared_between_runs``; proven: ``models_isolation`` says what; not proven: the
+    ``reason``."""
+
+    mechanism: str
+    confined: bool
+    shared_between_runs: bool
+    models_isolation: NotRequired[str]
+    reason: NotRequired[str]
+
+
+PER_RUN_CONTAINER: ContainerIsolation = {
     "mechanism": "docker container of its own per model run, pinned to one device slot (device indices or a CPU "
                  "set), read-only root file system, removed after the run",
     "confined": True, "shared_between_runs": False,
@@ -46,7 +61,7 @@ PER_RUN_CONTAINER: dict[str, Any] = {
 """``isolation`` of a per-run model run on Docker (:func:`isolation`: its network ``none``, or runs one at a time)."""
 
 
-def isolation(slot: Slot, network: str, width: int) -> dict[str, Any]:
+def isolation(slot: Slot, network: str, width: int) -> ContainerIsolation:
     """``details["isolation"]`` of a per-run model run pinned to ``slot``, its container on ``network``
     (``target.network``), runs going ``width`` at once.
 
@@ -55,7 +70,7 @@ def isolation(slot: Slot, network: str, width: int) -> dict[str, Any]:
     (``bridge`` or a network of the target's) or share one network namespace (``host``, ``container:…``), so one
     run can take a port another run needs or answer in its service's place. An unpinned slot (no device index
     known) is said to be."""
-    facts = dict(PER_RUN_CONTAINER)
+    facts = PER_RUN_CONTAINER.copy()
     if slot.kind == "unpinned":
         facts["mechanism"] = ("docker container of its own per model run, not pinned to a device slot (no device "
                               "index known: the engine places the request), read-only root file system, removed "

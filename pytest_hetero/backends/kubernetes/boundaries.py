@@ -44,16 +44,21 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import tenancy
 from pytest_hetero.backends.kubernetes.manifests import (
+    ClaimList,
     ClaimManifest,
     ClaimSpec,
+    EndpointSliceList,
     LabelSelectorJSON,
+    NetworkPolicyList,
     NetworkPolicySpec,
+    PodList,
     PodManifest,
     PolicyRuleJSON,
     ServedClaim,
     ServedNetworkPolicy,
     ServedService,
     ServedServiceSpec,
+    ServiceList,
     Volume,
 )
 from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_event, parse_pod, parse_ports, parse_slice
@@ -265,7 +270,8 @@ def isolating(policies: list[NetworkPolicy], labels: dict[str, str], direction: 
 
 def _policies(api: client.ApiClient, namespace: str) -> list[NetworkPolicy]:
     net = client.NetworkingV1Api(api)
-    return [parse_policy(p) for p in _json(net.list_namespaced_network_policy, namespace).get("items") or []]
+    listed: NetworkPolicyList = _json(net.list_namespaced_network_policy, namespace)
+    return [parse_policy(p) for p in listed.get("items") or []]
 
 
 @dataclass(frozen=True)
@@ -303,11 +309,13 @@ def _targets(run: _Probe, target: Tenant) -> tuple[list[Target], list[Attempt]]:
     core = client.CoreV1Api(run.session.api)
     disc = client.DiscoveryV1Api(run.session.api)
     ns = target.namespace
-    found = {s.name: s for s in (parse_service(i) for i in _json(core.list_namespaced_service, ns).get("items") or [])}
+    services: ServiceList = _json(core.list_namespaced_service, ns)
+    found = {s.name: s for s in (parse_service(i) for i in services.get("items") or [])}
     wanted = list(run.probe.services) or sorted(found)
     out: list[Target] = []
     missing: list[Attempt] = []
-    pods = {p.name: p.labels for p in (parse_pod(i) for i in _json(core.list_namespaced_pod, ns).get("items") or [])}
+    listed: PodList = _json(core.list_namespaced_pod, ns)
+    pods = {p.name: p.labels for p in (parse_pod(i) for i in listed.get("items") or [])}
     for name in wanted:
         svc = found.get(name)
         if svc is None:
@@ -315,8 +323,9 @@ def _targets(run: _Probe, target: Tenant) -> tuple[list[Target], list[Attempt]]:
                                    "not-attempted", message=f"Service {ns}/{name} does not exist",
                                    facts={"service": name, "absent": "services", "present": sorted(found)[:20]}))
             continue
-        slices = [parse_slice(i) for i in _json(disc.list_namespaced_endpoint_slice, ns,
-                                                label_selector=f"kubernetes.io/service-name={name}").get("items") or []]
+        sliced: EndpointSliceList = _json(disc.list_namespaced_endpoint_slice, ns,
+                                          label_selector=f"kubernetes.io/service-name={name}")
+        slices = [parse_slice(i) for i in sliced.get("items") or []]
         backends = []
         for sl in slices:
             ports = [p for p in sl.ports if p.protocol == "TCP" and p.port]
@@ -480,8 +489,8 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
     target = run.step.matrix.tenant(str(run.probe.target))
     assert tenant is not None  # the matrix requires 'as' and 'target'  # noqa: S101
     core = client.CoreV1Api(run.session.api)
-    own_claims = {c["metadata"]["name"] for c in
-                  _json(core.list_namespaced_persistent_volume_claim, tenant.namespace).get("items") or []}
+    claims: ClaimList = _json(core.list_namespaced_persistent_volume_claim, tenant.namespace)
+    own_claims = {c["metadata"]["name"] for c in claims.get("items") or []}
     for claim in run.probe.claims:
         volume: Volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
         into = _pod(run, "claim", target.namespace, ["/bin/sh", "-c", "true"])

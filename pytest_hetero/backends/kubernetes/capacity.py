@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from kubernetes import client
 
+from pytest_hetero.backends.kubernetes.manifests import PodList
 from pytest_hetero.backends.kubernetes.objects import Pod, parse_pod
 from pytest_hetero.matrix.quantity import quantity_or_none
 
@@ -61,7 +62,7 @@ def requested_on(api: client.ApiClient, nodes: Iterable[str], names: Iterable[st
         resp: Any = client.CoreV1Api(api).list_pod_for_all_namespaces(
             field_selector=",".join(f"status.phase!={p}" for p in ENDED), _preload_content=False,
             _request_timeout=timeout_s)
-        body = json.loads(resp.data)
+        body: PodList = json.loads(resp.data)
     except client.ApiException as exc:
         return {}, 0, f"list pods in all namespaces: HTTP {exc.status} {exc.reason}"
     except Exception as exc:  # noqa: BLE001 - any transport failure loses the view, not the discovery

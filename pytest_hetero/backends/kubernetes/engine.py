@@ -59,6 +59,7 @@ from pytest_hetero.backends.protocol import (
     ServingRequest,
     Started,
     Step,
+    SwitchFacts,
 )
 from pytest_hetero.matrix.model import GovernanceProbe
 from pytest_hetero.settings import Settings
@@ -264,7 +265,7 @@ class KubernetesBackend(Backend):
         """The Deployment's current pods: node, resources, image digest, version (see :func:`.serving.pods`)."""
         return kube_serving.pods(self.session, request)
 
-    def serving_switch(self, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:
+    def serving_switch(self, step: Step, request: ServingRequest, version: str) -> SwitchFacts:
         """Roll the Deployment to ``version`` (rollout undo semantics) and wait (see :func:`.serving.switch`)."""
         facts = kube_serving.switch(self.session, step, request, version)
         step.record("serving.k8s.rollout", version=version, **facts)

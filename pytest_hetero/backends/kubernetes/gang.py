@@ -32,15 +32,26 @@ from pytest_hetero.backends.kubernetes import podexec, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.manifests import (
+    EndpointSliceList,
     JobManifest,
     ObjectMeta,
+    PodList,
     ServedPod,
     ServedWorkload,
     ServiceManifest,
 )
 from pytest_hetero.backends.kubernetes.objects import parse_pod, parse_slice
 from pytest_hetero.backends.labels import LABEL
-from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
+from pytest_hetero.backends.protocol import (
+    ActionFailed,
+    GangPod,
+    JobAdmission,
+    JobPlacement,
+    JobRequest,
+    RendezvousAnswer,
+    Step,
+    WorkloadSeen,
+)
 from pytest_hetero.pending import summarise
 
 if TYPE_CHECKING:
@@ -182,7 +193,8 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
         return out
     out.admitted = True
     priority = priority_of(queues.parse_workload(workload))
-    out.admission = {**queues.kueue_admission(session.api, version, workload, submitted), **priority}
+    admission: JobAdmission = {**queues.kueue_admission(session.api, version, workload, submitted), **priority}
+    out.admission = admission
     out.waited_s = time.time() - submitted
     pods = wait_running(session, name, request.workers, deadline)
     out.pods = pod_facts(pods)
@@ -197,7 +209,7 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
     if request.workers > 1:
         peers = endpoint_addresses(session, name, request.workers, deadline)
         for pod in out.pods:
-            pod["endpoint"] = peers.get(pod["index"])
+            pod["endpoint"] = peers.get(pod["index"]) if pod["index"] is not None else None
         if len(peers) < request.workers:  # a pod the Service does not list cannot be found by its peers
             out.rendezvous = [{"index": p["index"], "pod": p["name"], "ok": False, "error": (
                 f"headless Service {name} lists {len(peers)} of {request.workers} pods (EndpointSlices: indexes "
@@ -251,7 +263,8 @@ def list_pods(session: KubeSession, name: str) -> list[ServedPod]:
                                                      _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - the caller waits or explains with what it has
         return []
-    live = [(pod, raw) for pod, raw in ((parse_pod(raw), raw) for raw in json.loads(resp.data).get("items") or [])
+    listed: PodList = json.loads(resp.data)
+    live = [(pod, raw) for pod, raw in ((parse_pod(raw), raw) for raw in listed.get("items") or [])
             if not pod.deleting_since]
     return [raw for _, raw in sorted(live, key=lambda seen: int(seen[0].annotations.get(INDEX, 0)))]
 
@@ -266,9 +279,9 @@ def wait_running(session: KubeSession, name: str, workers: int, deadline: float)
         time.sleep(POLL_S)
 
 
-def pod_facts(pods: list[ServedPod]) -> list[dict[str, Any]]:
+def pod_facts(pods: list[ServedPod]) -> list[GangPod]:
     """``[{"index", "name", "node", "ip", "phase", "hostname", "subdomain"}]`` of ``pods``."""
-    out = []
+    out: list[GangPod] = []
     for p in map(parse_pod, pods):
         index = p.annotations.get(INDEX)
         out.append({"index": int(index) if index is not None else None, "name": p.name,
@@ -296,7 +309,8 @@ def endpoint_addresses(session: KubeSession, service: str, workers: int, deadlin
             slices: Any = client.DiscoveryV1Api(session.api).list_namespaced_endpoint_slice(
                 session.namespace, label_selector=f"kubernetes.io/service-name={service}",
                 _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-            items = [parse_slice(i) for i in json.loads(slices.data).get("items") or []]
+            found_slices: EndpointSliceList = json.loads(slices.data)
+            items = [parse_slice(i) for i in found_slices.get("items") or []]
         except Exception:  # noqa: BLE001 - waited for again; what is found by the deadline is used
             items = []
         for eps in items:
@@ -311,8 +325,30 @@ def endpoint_addresses(session: KubeSession, service: str, workers: int, deadlin
         time.sleep(POLL_S)
 
 
-def rendezvous(session: KubeSession, pods: list[dict[str, Any]], peers: dict[int, str], timeout_s: float
-               ) -> list[dict[str, Any]]:
+class PeerAnswer(TypedDict):
+    """The line :data:`RENDEZVOUS` prints (every field always written): its ``index``, ``host``, ``reached_ms``
+    (peer index → ms), ``heard`` (peer indexes), ``errors`` (peer index → why) and ``ok``."""
+
+    index: int
+    host: str
+    reached_ms: dict[str, float]
+    heard: list[int]
+    errors: dict[str, str]
+    ok: bool
+
+
+def parse_answer(line: str) -> PeerAnswer:
+    """The :class:`PeerAnswer` of one line :data:`RENDEZVOUS` printed; ValueError for one that is not its JSON
+    object (another program's output, a line cut short)."""
+    raw: object = json.loads(line)
+    if not isinstance(raw, dict) or not PeerAnswer.__required_keys__ <= set(raw):
+        raise ValueError(f"not the rendezvous check's answer: {line[:200]!r}")
+    return {"index": raw["index"], "host": raw["host"], "reached_ms": raw["reached_ms"], "heard": raw["heard"],
+            "errors": raw["errors"], "ok": raw["ok"]}
+
+
+def rendezvous(session: KubeSession, pods: list[GangPod], peers: dict[int, str], timeout_s: float
+               ) -> list[RendezvousAnswer]:
     """Have every pod of ``pods`` (:func:`pod_facts`) reach every other one at the addresses ``peers``
     (index → address, from the headless Service's EndpointSlices) and be reached by it, all at once
     (:data:`RENDEZVOUS`, exec'd in each pod's ``workload`` container, bounded by ``timeout_s`` seconds,
@@ -323,8 +359,8 @@ def rendezvous(session: KubeSession, pods: list[dict[str, Any]], peers: dict[int
     argv = [python, "-c", RENDEZVOUS, str(PORT), json.dumps({str(k): v for k, v in peers.items()}), str(bound),
             ANSWER]
 
-    def one(pod: dict[str, Any]) -> dict[str, Any]:
-        answer: dict[str, Any] = {"index": pod["index"], "pod": pod["name"], "ok": False, "error": None}
+    def one(pod: GangPod) -> RendezvousAnswer:
+        answer: RendezvousAnswer = {"index": pod["index"], "pod": pod["name"], "ok": False, "error": None}
         try:
             done = podexec.run(session.core, session.namespace, pod["name"], "workload", argv, bound + 15)
         except Exception as exc:  # noqa: BLE001 - kept as this pod's answer
@@ -336,17 +372,20 @@ def rendezvous(session: KubeSession, pods: list[dict[str, Any]], peers: dict[int
             again = podexec.run(session.core, session.namespace, pod["name"], "workload", ["cat", ANSWER], 30)
             text, answer["answer_from"] = again.stdout.strip(), ANSWER
         try:
-            answer.update(json.loads(text.splitlines()[-1]))
+            said = parse_answer(text.splitlines()[-1])
         except (ValueError, IndexError):
             answer["error"] = (f"no answer (exit {done.exit_code} after {done.duration_s:.1f} s, exec status "
                                f"{done.status[:300]!r}, streams {done.streams}, argv {argv[:2]!r}, "
                                f"peers {argv[4]}): {done.stderr.strip()[-500:]}")
             return answer
-        if answer.get("index") != pod["index"]:
-            answer.update(ok=False, error=f"JOB_COMPLETION_INDEX {answer.get('index')} in pod of index {pod['index']}")
-        elif not answer.get("ok"):
-            answer["error"] = "; ".join(f"peer {k}: {v}" for k, v in (answer.get("errors") or {}).items()) or (
-                f"heard {answer.get('heard')} of {sorted(k for k in peers if k != pod['index'])}")
+        answer["index"], answer["host"], answer["ok"] = said["index"], said["host"], said["ok"]
+        answer["reached_ms"], answer["heard"], answer["errors"] = said["reached_ms"], said["heard"], said["errors"]
+        if said["index"] != pod["index"]:
+            answer["ok"] = False
+            answer["error"] = f"JOB_COMPLETION_INDEX {said['index']} in pod of index {pod['index']}"
+        elif not said["ok"]:
+            answer["error"] = "; ".join(f"peer {k}: {v}" for k, v in said["errors"].items()) or (
+                f"heard {said['heard']} of {sorted(k for k in peers if k != pod['index'])}")
         return answer
 
     with ThreadPoolExecutor(max(1, len(pods)), thread_name_prefix="hetero-rdzv") as pool:
@@ -368,7 +407,8 @@ def explain(session: KubeSession, out: JobPlacement, name: str, workload: Served
     out.reasons = [r.to_dict() for r in reasons]
     out.decisive = decisive.to_dict() if decisive else None
     if workload is not None and seen is not None:
-        out.admission = {"workload": seen.name, "local_queue": seen.queue_name,
-                         "conditions": (workload.get("status") or {}).get("conditions")}
+        refused: WorkloadSeen = {"workload": seen.name, "local_queue": seen.queue_name,
+                                 "conditions": (workload.get("status") or {}).get("conditions")}
+        out.admission = refused
     out.message = f"{what}: {summarise(reasons, facts_only=True)}" if reasons else (
         f"{what} and nothing explains why" + ("" if workload else "; Kueue created no Workload for it"))

@@ -19,6 +19,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes.capacity import requested_on
 from pytest_hetero.backends.kubernetes.client import api_outcome
+from pytest_hetero.backends.kubernetes.manifests import NodeList
 from pytest_hetero.backends.kubernetes.objects import Node, find, parse_node
 from pytest_hetero.backends.protocol import NodeFacts, NodePool, PoolSnapshot, Step
 from pytest_hetero.evidence.model import utc_now
@@ -64,7 +65,7 @@ def pool(step: Step, api: client.ApiClient, exclude: frozenset[tuple[str, str]] 
         )
     except Exception as exc:  # noqa: BLE001 - translated
         raise api_outcome(exc, "list nodes") from None
-    body = json.loads(resp.data)
+    body: NodeList = json.loads(resp.data)
     facts = [node_facts(parse_node(n), facts_of) for n in body.get("items") or []]
     wanted = resource.device_resources
     if wanted and not selector:

@@ -40,7 +40,7 @@ import base64
 import json
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from kubernetes import client
 
@@ -61,11 +61,22 @@ from pytest_hetero.backends.kubernetes.manifests import (
 )
 from pytest_hetero.backends.kubernetes.objects import NO_STATUS, ContainerStatus, Pod, parse_pod
 from pytest_hetero.backends.labels import LABEL
-from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step, Unsupported
+from pytest_hetero.backends.protocol import (
+    ActionFailed,
+    GangPod,
+    JobAdmission,
+    JobPlacement,
+    JobRequest,
+    Step,
+    Unsupported,
+)
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
     from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.pending.model import ReasonDict
 
 LAUNCHER = "hetero-launch.py"
 """File name of the launcher in :data:`~pytest_hetero.backends.jobs.JOB_DIR`."""
@@ -204,8 +215,8 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
     submitted = time.time()
     job.handle["submitted"] = submitted
     deadline = time.monotonic() + step.timeout_s
-    facts: dict[str, Any] = {"name": name, "namespace": ns, "queue": request.queue, "workers": spec.world_size,
-                             "volume_claim": spec.volume, "manifest": manifest, "service_manifest": service}
+    facts: TrainingJobFacts = {"name": name, "namespace": ns, "queue": request.queue, "workers": spec.world_size,
+                               "volume_claim": spec.volume, "manifest": manifest, "service_manifest": service}
     try:
         if request.queue:
             workload, error = gang.wait_admitted(session, str(made.metadata.uid), deadline)
@@ -215,9 +226,9 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
             facts["admission"] = {**queues.kueue_admission(session.api, session.served().version(
                 queues.KUEUE) or "", workload, submitted), **gang.priority_of(queues.parse_workload(workload))}
         pods = _wait_pods(session, spec, name, deadline)
-        facts["pods"] = gang.pod_facts(pods)
-        up = {int(p["index"]): p for p in facts["pods"] if p["phase"] == "Running" and p["ip"]}
-        ended = {int(p["index"]): p for p in facts["pods"] if p["phase"] in ("Succeeded", "Failed")}
+        seen = facts["pods"] = gang.pod_facts(pods)
+        up = {p["index"]: p for p in seen if p["index"] is not None and p["phase"] == "Running" and p["ip"]}
+        ended = {p["index"]: p for p in seen if p["index"] is not None and p["phase"] in ("Succeeded", "Failed")}
         if ended and len(up) + len(ended) >= spec.world_size:
             # a rank ended before the rendezvous (its program could not start: no interpreter, …): its exit is
             # the fact, read by wait() like any rank's; the others wait for an address that never comes
@@ -227,8 +238,7 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
             step.record("training.k8s.job", **facts)
             return job
         if len(up) < spec.world_size:
-            waiting = [p for p in pods if not (p.get("status") or {}).get("podIP")
-                       or (p.get("status") or {}).get("phase") != "Running"]
+            waiting = [p for p in pods if not (seen_pod := parse_pod(p)).ip or seen_pod.phase != "Running"]
             _refuse(session, step, facts, name, None, waiting, f"indexed Job {name}: {len(up)} of "
                     f"{spec.world_size} pods running within {step.timeout_s:g} s")
         _start_ranks(session, job, up, facts, python)
@@ -240,17 +250,17 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
     return job
 
 
-def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, workload: ServedWorkload | None,
+def _refuse(session: KubeSession, step: Step, facts: TrainingJobFacts, name: str, workload: ServedWorkload | None,
             pods: list[ServedPod], what: str) -> NoReturn:
     """Raise ActionFailed for a job not admitted or not running: the decisive normalised reason (Kueue's,
     the scheduler's, the kubelet's words, :func:`.gang.explain`)."""
     out = JobPlacement(admitted=workload is not None, service=name)
     gang.explain(session, out, name, workload, pods, what)
-    facts.update(reasons=out.reasons, decisive=out.decisive)
+    facts["reasons"], facts["decisive"] = out.reasons, out.decisive
     raise ActionFailed(out.message, (out.decisive["code"] if out.decisive else None) or "scheduling_timeout")
 
 
-def _start_ranks(session: KubeSession, job: Job, up: dict[int, dict[str, Any]], facts: dict[str, Any], python: str,
+def _start_ranks(session: KubeSession, job: Job, up: dict[int, GangPod], facts: TrainingJobFacts, python: str,
                  template: JobSpec | None = None) -> None:
     """Start the job on its running pods ``up`` (rank index → :func:`.gang.pod_facts` entry, every rank present):
     the ranks in index order, rank 0's pod IP as the rendezvous (``facts["rendezvous"]``: that address and the DNS
@@ -280,6 +290,38 @@ def _hand_over(session: KubeSession, job: Job, python: str, template: JobSpec | 
                                f" {done.stderr.strip()[-300:]}", "container_exited")
 
 
+class Rendezvous(TypedDict):
+    """Where a training job's ranks meet (:class:`TrainingJobFacts` ``rendezvous``): rank 0's pod ``address``
+    (``ip:port``) and the cluster DNS name it stands for (``dns_name``)."""
+
+    address: str
+    dns_name: str
+
+
+class TrainingJobFacts(TypedDict):
+    """A ``training.k8s.job`` record: the job's ``name``, ``namespace``, LocalQueue (``queue``, None: none),
+    ``workers`` and ``volume_claim`` (None: none); a new job's ``manifest`` and ``service_manifest``, an
+    attempt the Job controller restarted ``restarted_by`` and the pods it ``replaces``; then as they are known:
+    the Workload's ``admission``, the ``pods``, the ranks that ``ended_before_rendezvous``, the
+    ``rendezvous``, and for a job refused its normalised ``reasons`` and ``decisive`` one."""
+
+    name: str
+    namespace: str
+    queue: str | None
+    workers: int
+    volume_claim: str | None
+    manifest: NotRequired[JobManifest]
+    service_manifest: NotRequired[ServiceManifest]
+    restarted_by: NotRequired[str]
+    replaces: NotRequired[list[str]]
+    admission: NotRequired[JobAdmission]
+    pods: NotRequired[list[GangPod]]
+    ended_before_rendezvous: NotRequired[list[int]]
+    rendezvous: NotRequired[Rendezvous]
+    reasons: NotRequired[list[ReasonDict]]
+    decisive: NotRequired[ReasonDict | None]
+
+
 KEPT: dict[tuple[str, str, str, str], Job] = {}
 """Checkpoint jobs whose rank the gate killed, kept by :func:`remove` for the next attempt: the Job controller
 restarts the killed pod (``backoffLimitPerIndex: 1``, only for exit 137) and :func:`start` of the next attempt takes
@@ -297,15 +339,17 @@ def _restarted(session: KubeSession, step: Step, spec: JobSpec, python: str, kep
     name, ns = kept.handle["name"], session.namespace
     job = Job(spec=spec, ranks=[], rendezvous_host="", where=kept.where, handle={**kept.handle, "restartable": False})
     gone = set(kept.ranks)
-    facts: dict[str, Any] = {"name": name, "namespace": ns, "queue": kept.handle.get("queue"),
-                             "workers": spec.world_size, "volume_claim": spec.volume,
-                             "restarted_by": "the Job controller (backoffLimitPerIndex 1, podFailurePolicy: exit 137)",
-                             "replaces": sorted(gone)}
+    facts: TrainingJobFacts = {"name": name, "namespace": ns, "queue": kept.handle.get("queue"),
+                               "workers": spec.world_size, "volume_claim": spec.volume,
+                               "restarted_by": ("the Job controller (backoffLimitPerIndex 1, "
+                                                "podFailurePolicy: exit 137)"),
+                               "replaces": sorted(gone)}
     deadline = time.monotonic() + step.timeout_s
     try:
         while True:
-            pods = [p for p in gang.list_pods(session, name) if (p.get("metadata") or {}).get("name") not in gone]
-            up = {int(p["index"]): p for p in gang.pod_facts(pods) if p["phase"] == "Running" and p["ip"]}
+            pods = [p for p in gang.list_pods(session, name) if parse_pod(p).name not in gone]
+            up = {p["index"]: p for p in gang.pod_facts(pods)
+                  if p["index"] is not None and p["phase"] == "Running" and p["ip"]}
             if len(up) >= spec.world_size or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)

@@ -836,3 +836,58 @@ class ServedDaemonSet(TypedDict, total=False):
 
     metadata: ObjectMeta
     spec: DaemonSetSpec
+
+
+class ListMeta(TypedDict, total=False):
+    """A LIST answer's ``metadata``: the ``resourceVersion`` it was read at (a watch starts from it)."""
+
+    resourceVersion: str
+
+
+class PodList(TypedDict, total=False):
+    """``GET …/pods``: the ``items`` (:class:`ServedPod`) and the list's ``metadata``."""
+
+    metadata: ListMeta
+    items: list[ServedPod]
+
+
+class NodeList(TypedDict, total=False):
+    """``GET /api/v1/nodes``: the ``items`` (:class:`ServedNode`) and the list's ``metadata``."""
+
+    metadata: ListMeta
+    items: list[ServedNode]
+
+
+class EventList(TypedDict, total=False):
+    """``GET …/events``: the ``items`` (:class:`EventJSON`)."""
+
+    metadata: ListMeta
+    items: list[EventJSON]
+
+
+class EndpointSliceList(TypedDict, total=False):
+    """``GET …/endpointslices``: the ``items`` (:class:`ServedEndpointSlice`)."""
+
+    metadata: ListMeta
+    items: list[ServedEndpointSlice]
+
+
+class ServiceList(TypedDict, total=False):
+    """``GET …/services``: the ``items`` (:class:`ServedService`)."""
+
+    metadata: ListMeta
+    items: list[ServedService]
+
+
+class NetworkPolicyList(TypedDict, total=False):
+    """``GET …/networkpolicies``: the ``items`` (:class:`ServedNetworkPolicy`)."""
+
+    metadata: ListMeta
+    items: list[ServedNetworkPolicy]
+
+
+class ClaimList(TypedDict, total=False):
+    """``GET …/persistentvolumeclaims``: the ``items`` (:class:`ServedClaim`)."""
+
+    metadata: ListMeta
+    items: list[ServedClaim]

@@ -21,7 +21,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import inventory, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes.manifests import QueueObject, ServedPod
+from pytest_hetero.backends.kubernetes.manifests import NodeList, QueueObject, ServedPod
 from pytest_hetero.backends.kubernetes.objects import find, parse_node, parse_pod
 from pytest_hetero.backends.protocol import NodeFacts, Placement, Step
 from pytest_hetero.pending import summarise
@@ -71,7 +71,8 @@ def refresh_nodes(session: KubeSession, names: list[str], wanted: str) -> None:
     """One node list (not one read per placement) into ``session.nodes``; best effort without list nodes."""
     try:
         resp: Any = session.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-        for node in (parse_node(item) for item in json.loads(resp.data).get("items") or []):
+        body: NodeList = json.loads(resp.data)
+        for node in (parse_node(item) for item in body.get("items") or []):
             listed = session.nodes.get(node.name)
             known = (listed["capacity"] if listed else None) or {}
             session.listed(inventory.node_facts(node, sorted({*known, *names})))

@@ -9,7 +9,7 @@ so the kubelet's own conditions are left as they are). Decides nothing: which no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -48,13 +48,24 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | N
                             for c in n.status.conditions or []]} for n in nodes]
 
 
+class Published(TypedDict):
+    """What :func:`apply_plan` did to one node: its name (``node``), the ``labels`` patched (None: removed), its
+    ``conditions`` set (``type=status``) and what became of the managed ``taint`` (``added``, ``removed``,
+    ``unchanged``; None: none managed)."""
+
+    node: str
+    labels: dict[str, str | None]
+    conditions: list[str]
+    taint: str | None
+
+
 def apply_plan(plan: list[NodeChange], taint: str | None, kubeconfig: str | None = None,
-               context: str | None = None) -> list[dict[str, Any]]:
+               context: str | None = None) -> list[Published]:
     """Apply ``plan`` entries in order; return one record per node ``{"node", "labels", "conditions",
     "taint": "added" | "removed" | "unchanged" | None}``. Raises ActionFailed naming the node and the
     verb on the first refusal (what was applied before it stays, and is named in the message)."""
     core = _core(kubeconfig, context)
-    done: list[dict[str, Any]] = []
+    done: list[Published] = []
     for entry in plan:
         name = entry["node"]
         try:

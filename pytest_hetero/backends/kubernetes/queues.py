@@ -15,7 +15,7 @@ condition times: 1 s resolution) and the ClusterQueue's reservation and usage th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kubernetes import client
 
@@ -24,6 +24,8 @@ from pytest_hetero.backends.kubernetes.manifests import (
     Admission,
     ObjectMeta,
     PriorityClassRef,
+    QueueStatus,
+    ServedClusterQueue,
     ServedLocalQueue,
     ServedPodGroup,
     ServedWorkload,
@@ -32,6 +34,9 @@ from pytest_hetero.backends.kubernetes.manifests import (
 )
 from pytest_hetero.backends.kubernetes.objects import Condition, find, parse_conditions
 from pytest_hetero.evidence.usage import epoch
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.protocol import ClusterQueueSeen, KueueAdmission, PodSetFields
 
 KUEUE = ("kueue.x-k8s.io", ("v1beta2", "v1beta1"))
 """Kueue's API group and the Workload versions this backend reads, preferred first."""
@@ -124,7 +129,7 @@ class PodSetAssignment:
     flavors: dict[str, str] | None
     resource_usage: dict[str, str] | None
 
-    def fields(self) -> dict[str, object]:
+    def fields(self) -> PodSetFields:
         """``{"name", "count", "flavors", "resourceUsage"}`` (API names, None when absent)."""
         return {"name": self.name, "count": self.count, "flavors": self.flavors, "resourceUsage": self.resource_usage}
 
@@ -172,7 +177,7 @@ def parse_workload(raw: ServedWorkload) -> Workload:
 
 
 def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkload,
-                    submitted_epoch_s: float | None) -> dict[str, Any]:
+                    submitted_epoch_s: float | None) -> KueueAdmission:
     """What an admitted Workload records: ``api_version``, ``workload``, ``local_queue``,
     ``cluster_queue``, ``flavors`` (resource → flavor), ``resource_usage`` (resource → quantity) and
     ``pod_sets`` as ``status.admission.podSetAssignments`` says; ``created_at``/``quota_reserved_at``/
@@ -188,7 +193,15 @@ def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkloa
     reserved, admitted = find(seen.conditions, "QuotaReserved"), find(seen.conditions, "Admitted")
     admitted_at = admitted.last_transition if admitted else None
     c, a = epoch(created), epoch(admitted_at)
-    out: dict[str, Any] = {
+    queue_status: ClusterQueueSeen
+    try:
+        found: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
+            KUEUE[0], version, "clusterqueues", str(seen.cluster_queue), _request_timeout=kc.API_TIMEOUT_S)
+        cq: ServedClusterQueue = found
+        queue_status = cluster_queue_seen(cq.get("status") or {})
+    except Exception as exc:  # noqa: BLE001 - the admission stands; the queue's usage is noted as unreadable
+        queue_status = {"error": kc.api_outcome(exc, "read the ClusterQueue").message}
+    return {
         "api_version": f"{KUEUE[0]}/{version}", "workload": seen.name,
         "local_queue": seen.queue_name,
         "cluster_queue": seen.cluster_queue, "flavors": flavors, "resource_usage": usage,
@@ -197,13 +210,12 @@ def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkloa
         "quota_reserved_message": reserved.message if reserved else None, "admitted_at": admitted_at,
         "wait_s": None if c is None or a is None else a - c,
         "wait_since_submit_s": None if a is None or submitted_epoch_s is None else round(a - submitted_epoch_s, 3),
+        "cluster_queue_status": queue_status,
     }
-    try:
-        cq: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
-            KUEUE[0], version, "clusterqueues", str(seen.cluster_queue), _request_timeout=kc.API_TIMEOUT_S)
-        cq_status = cq.get("status") or {}
-        out["cluster_queue_status"] = {k: cq_status.get(k) for k in (
-            "flavorsReservation", "flavorsUsage", "admittedWorkloads", "pendingWorkloads", "reservingWorkloads")}
-    except Exception as exc:  # noqa: BLE001 - the admission stands; the queue's usage is noted as unreadable
-        out["cluster_queue_status"] = {"error": kc.api_outcome(exc, "read the ClusterQueue").message}
-    return out
+
+
+def cluster_queue_seen(status: QueueStatus) -> ClusterQueueSeen:
+    """A ClusterQueue's ``status`` counters as an admission keeps them (None where the API left one out)."""
+    return {"flavorsReservation": status.get("flavorsReservation"), "flavorsUsage": status.get("flavorsUsage"),
+            "admittedWorkloads": status.get("admittedWorkloads"), "pendingWorkloads": status.get("pendingWorkloads"),
+            "reservingWorkloads": status.get("reservingWorkloads")}

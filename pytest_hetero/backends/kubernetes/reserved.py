@@ -47,6 +47,7 @@ from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import (
     ActionFailed,
     BurstPod,
+    CleanupRecord,
     Leftover,
     Measure,
     PriorityFacts,
@@ -329,7 +330,7 @@ def _create(identity: tenancy.Identity, body: DeploymentManifest | ServiceManife
                                   f"{identity.subject}") from None
 
 
-def _remove(api: client.ApiClient, namespace: str, name: str) -> tuple[list[dict[str, Any]], list[Leftover]]:
+def _remove(api: client.ApiClient, namespace: str, name: str) -> tuple[list[CleanupRecord], list[Leftover]]:
     """Delete the Deployment (foreground) and Service ``name`` and wait until both are gone. Never raises."""
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     calls: dict[str, tuple[Any, Any]] = {
@@ -348,7 +349,8 @@ def _remove(api: client.ApiClient, namespace: str, name: str) -> tuple[list[dict
                                      namespace))
         except Exception as exc:  # noqa: BLE001 - reported as a leftover
             left.append(Leftover(kind, name, f"delete failed: {type(exc).__name__}: {exc}", namespace))
-    deadline, records = time.monotonic() + GONE_WAIT_S, []
+    deadline = time.monotonic() + GONE_WAIT_S
+    records: list[CleanupRecord] = []
     for kind, (_, read) in calls.items():
         gone = False
         while not gone:

@@ -25,6 +25,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     Affinity,
     Container,
     EventJSON,
+    EventList,
     JobManifest,
     JobSpec,
     ObjectMeta,
@@ -249,7 +250,8 @@ def events_for(api: client.ApiClient, namespace: str, name: str) -> list[EventJS
         )
     except Exception:  # noqa: BLE001 - events are best effort (RBAC may lack them; the pod status holds the verdict)
         return []
-    items: list[EventJSON] = json.loads(resp.data).get("items") or []
+    listed: EventList = json.loads(resp.data)
+    items = listed.get("items") or []
     return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
 
 

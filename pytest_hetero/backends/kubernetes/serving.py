@@ -40,7 +40,7 @@ timeout ends.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -54,9 +54,19 @@ from pytest_hetero.backends.kubernetes.session import Deployed
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
-from pytest_hetero.backends.protocol import ActionFailed, ServingPod, ServingRequest, Step, Unsupported
+from pytest_hetero.backends.protocol import (
+    ActionFailed,
+    RolloutFacts,
+    ServingPod,
+    ServingRequest,
+    Step,
+    SwitchFacts,
+    Unsupported,
+)
 
 if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
     from pytest_hetero.backends.kubernetes.session import KubeSession
 
 PORT = 8080
@@ -67,11 +77,27 @@ REVISION = "deployment.kubernetes.io/revision"
 POLL_S = 0.5
 
 
+class NotReadyFacts(TypedDict):
+    """Why a Deployment did not become ready: the ``deployment`` (``namespace/name``), ``waited_s``, the
+    ``timeout_s``, whether a pod was ``stuck``; with a pod, its name (``pod``), the kubelet's ``state``, its last
+    Warning events (``warnings``) and the container's ``log`` tail (kept as the artifact ``log_artifact``)."""
+
+    deployment: str
+    waited_s: float
+    timeout_s: float
+    stuck: bool
+    pod: NotRequired[str]
+    state: NotRequired[str]
+    warnings: NotRequired[list[str]]
+    log: NotRequired[str]
+    log_artifact: NotRequired[str]
+
+
 class NotReady(ActionFailed):
     """A Deployment that did not become ready: ``facts`` (pod, kubelet state, Warning events, the
     container's log tail) for evidence besides the message."""
 
-    def __init__(self, message: str, category: str, facts: dict[str, Any]) -> None:
+    def __init__(self, message: str, category: str, facts: NotReadyFacts) -> None:
         super().__init__(message, category)
         self.facts = facts
 
@@ -182,7 +208,7 @@ def endpoint(session: KubeSession, step: Step, request: ServingRequest) -> str:
 def keep_not_ready(step: Step, exc: NotReady) -> None:
     """Record ``serving.k8s.not_ready`` (the facts without the log) and keep the container's log tail as
     the artifact ``serving-<pod>.log``."""
-    facts = dict(exc.facts)
+    facts = exc.facts.copy()
     log = facts.pop("log", None)
     if log is not None:
         facts["log_artifact"] = step.artifact(f"serving-{facts['pod']}.log", str(log)).path
@@ -222,7 +248,7 @@ def _ready_address(api: client.ApiClient, namespace: str, name: str, pods: set[s
 
 
 def wait_rolled_out(session: KubeSession, namespace: str, name: str, timeout_s: float, category: str
-                    ) -> tuple[str, dict[str, Any]]:
+                    ) -> tuple[str, RolloutFacts]:
     """Poll until Deployment ``name``'s rollout is complete and its Service has a ready endpoint of the
     current ReplicaSet; ``(base URL, facts)``. ActionFailed ``category`` (platform) when a current pod's
     container is stuck (:data:`FINAL`) or ``timeout_s`` passes, quoting the kubelet."""
@@ -288,8 +314,8 @@ def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods:
                stuck: Pod | None, waited: float, timeout_s: float, category: str) -> None:
     """Raise ActionFailed ``category`` naming the kubelet's account of the first (stuck) pod."""
     pod = stuck or (pods[0] if pods else None)
-    facts: dict[str, Any] = {"deployment": f"{namespace}/{name}", "waited_s": round(waited, 3),
-                             "timeout_s": timeout_s, "stuck": stuck is not None}
+    facts: NotReadyFacts = {"deployment": f"{namespace}/{name}", "waited_s": round(waited, 3),
+                            "timeout_s": timeout_s, "stuck": stuck is not None}
     if pod is None:
         conditions = "; ".join(f"{c.type}={c.status} {c.reason}: {c.message}" for c in dep.status.conditions or [])
         why = f"no pod was created ({conditions or 'no Deployment conditions'})"
@@ -300,9 +326,9 @@ def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods:
         why = f"pod {pod_name}: {state_text(pod) or 'Running, not Ready'}"
         if warnings:
             why += f"; last kubelet warning: {warnings[-1]}"
-        facts.update(pod=pod_name, state=state_text(pod), warnings=warnings[-10:],
-                     log=read_logs(client.CoreV1Api(api), namespace, pod_name, previous=_restarted(pod),
-                                   container="server"))
+        facts["pod"], facts["state"], facts["warnings"] = pod_name, state_text(pod), warnings[-10:]
+        facts["log"] = read_logs(client.CoreV1Api(api), namespace, pod_name, previous=_restarted(pod),
+                                 container="server")
     when = f"after {waited:.0f} s" if stuck is not None else f"within {timeout_s:g} s"
     raise NotReady(f"Deployment {namespace}/{name} not ready {when}: {why}", category, facts)
 
@@ -342,7 +368,7 @@ def pods(session: KubeSession, request: ServingRequest) -> list[ServingPod]:
     return out
 
 
-def switch(session: KubeSession, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:
+def switch(session: KubeSession, step: Step, request: ServingRequest, version: str) -> SwitchFacts:
     """Roll the Deployment to ``version`` (``kubectl rollout undo`` to the newest earlier ReplicaSet
     serving it, else a patch of ``$HETERO_SERVING_VERSION``) and wait for the rollout; its facts
     ``{"how", "revision_before", "revision_after", "replicaset", "endpoint", "waited_s"}``.
@@ -361,7 +387,7 @@ def switch(session: KubeSession, step: Step, request: ServingRequest, version: s
         before = _revision(dep)
         earlier = next((rs for rs in _rs_of(apps, namespace, dep)
                         if _revision(rs) != before and _served_version(rs.spec.template) == version), None)
-        patch: list[dict[str, Any]] = []
+        patch: list[dict[str, Any]] = []  # the client's own type of a JSON Patch body
         if _served_version(dep.spec.template) == version:
             how = f"none: the Deployment's template already serves {version}"
         elif earlier is not None:

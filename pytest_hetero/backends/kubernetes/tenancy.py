@@ -30,9 +30,9 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes.manifests import ServedPod, ServedWorkload, Workload
+from pytest_hetero.backends.kubernetes.manifests import PodList, ServedPod, ServedWorkload, Workload
 from pytest_hetero.backends.kubernetes.objects import find
-from pytest_hetero.backends.protocol import ActionFailed, Attempt, Leftover
+from pytest_hetero.backends.protocol import ActionFailed, Attempt, CleanupRecord, IdentityFacts, Leftover
 from pytest_hetero.matrix.model import Tenant
 from pytest_hetero.pending.model import ReasonRef
 
@@ -54,7 +54,7 @@ class Identity:
     namespace: str
     method: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> IdentityFacts:
         """The identity as evidence keeps it (no credential)."""
         return {"tenant": self.tenant, "subject": self.subject, "groups": self.groups, "namespace": self.namespace,
                 "method": self.method}
@@ -141,7 +141,8 @@ def pods_of(api: client.ApiClient, namespace: str, selector: str) -> list[Served
     """The pods matching ``selector`` in ``namespace`` (JSON dicts); [] when none."""
     resp: Any = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector, _preload_content=False,
                                                          _request_timeout=kc.API_TIMEOUT_S)
-    return list(json.loads(resp.data).get("items") or [])
+    listed: PodList = json.loads(resp.data)
+    return list(listed.get("items") or [])
 
 
 def job_uid(api: client.ApiClient, namespace: str, name: str) -> str:
@@ -251,7 +252,7 @@ def _gone(observer: client.ApiClient, kind: str, ns: str, name: str, deadline: f
 
 
 def delete_all(observer: client.ApiClient, created: Created, wait_s: float = 30.0
-               ) -> tuple[list[dict[str, Any]], list[Leftover]]:
+               ) -> tuple[list[CleanupRecord], list[Leftover]]:
     """Delete every created object (as the observer; grace period 0; a Job with foreground propagation,
     so it is gone only once its pods are: they count against quotas until then) and wait up
     to ``wait_s`` seconds until each is gone: ``(cleanup records, leftovers)``. Never raises."""
@@ -265,7 +266,7 @@ def delete_all(observer: client.ApiClient, created: Created, wait_s: float = 30.
         except Exception as exc:  # noqa: BLE001 - reported as a leftover
             left.append(Leftover(kind, name, f"delete failed: {type(exc).__name__}: {exc}", ns))
     deadline = time.monotonic() + wait_s
-    records: list[dict[str, Any]] = []
+    records: list[CleanupRecord] = []
     for kind, ns, name in created.objects:
         gone = _gone(observer, kind, ns, name, deadline)
         records.append({"kind": kind, "namespace": ns, "name": name, "gone": gone})

@@ -255,9 +255,9 @@ class LocalBackend(Backend):
         finally:
             ended = time.time()
             slots.give(slot)
-        result.details["isolation"] = local_spread.isolation(result.details.get("isolation") or {}, run,
+        result.details["isolation"] = local_spread.isolation(result.details.get("isolation"), run,
                                                              step.model.network)
-        ran = result.details.get("workload") or {}
+        ran: UsageFacts = result.details.get("workload") or UsageFacts()
         result.details["spread"] = {"process": ran.get("workload"), **spread_facts(
             slot, width, queued, got, waited, ran.get("started"), ran.get("started"), ran, ended)}
         unkept = local_spread.pin_kept(run, ran.get("cpu_s"), result.duration_s)

@@ -40,10 +40,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-from pytest_hetero.backends.slots import Slot, accelerator, host_devices, slots_of
+from pytest_hetero.backends.slots import Slot, SlotDict, accelerator, host_devices, slots_of
 from pytest_hetero.matrix.model import Resource
+
+if TYPE_CHECKING:
+    from typing_extensions import Required
+
+    from pytest_hetero.backends.sandbox import ConfinementFacts
+    from pytest_hetero.backends.sandbox.init import RunLimits
 
 VISIBLE: dict[str, str] = {"nvidia": "CUDA_VISIBLE_DEVICES", "ascend": "ASCEND_RT_VISIBLE_DEVICES"}
 """Vendor → the environment variable its runtime reads the devices a process may use from (CUDA runtime; Ascend
@@ -134,7 +140,34 @@ def affinity(cpus: frozenset[int] | None) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-def isolation(confinement: Mapping[str, Any], run: Pin, network: bool) -> dict[str, Any]:
+class RunIsolation(TypedDict, total=False):
+    """``details["isolation"]`` of a per-run model run (:func:`isolation`): the sandbox's
+    :class:`~pytest_hetero.backends.sandbox.ConfinementFacts` (none for a run whose sandbox never started), the
+    ``per_run`` mechanism, the ``slot``, whether it was ``shared_between_runs`` (with the ``reason``) or
+    ``models_isolation`` proven; the ``contention`` of runs at once and, for a run that widened its CPU affinity,
+    ``pinning`` (:func:`unkept`)."""
+
+    mechanism: str
+    identity: str
+    confined: bool
+    namespaces: list[str]
+    visible: list[str]
+    hidden: list[str]
+    writable: list[str]
+    network: str
+    limits: RunLimits | None
+    copied: list[str]
+    gaps: Required[list[str]]
+    reason: str
+    per_run: Required[str]
+    slot: Required[SlotDict]
+    shared_between_runs: Required[bool]
+    models_isolation: str
+    contention: str
+    pinning: str
+
+
+def isolation(confinement: ConfinementFacts | None, run: Pin, network: bool) -> RunIsolation:
     """``details["isolation"]`` of a per-run model run: its ``confinement`` facts (the sandbox's record) with
     ``per_run`` (:data:`PER_RUN_SANDBOX`), the ``slot`` it was pinned to, and whether other model runs could reach
     it. Proven (``shared_between_runs`` False, ``models_isolation``) when it was confined and the runs had no network
@@ -142,32 +175,36 @@ def isolation(confinement: Mapping[str, Any], run: Pin, network: bool) -> dict[s
     runs at once); else not proven, with the ``reason``. Runs at once also share the sandbox user's process limit
     and the host's memory: ``contention`` says so (one run could make another fail, never pass: the model layer
     lists it as not proven without holding back the verdict). The pinning's own limits are listed in ``gaps``."""
-    facts = {**confinement, "per_run": PER_RUN_SANDBOX, "slot": run.slot.to_dict()}
-    gaps = list(confinement.get("gaps") or [])
+    gaps = list(confinement["gaps"]) if confinement is not None else []
     if run.cpus is not None:
         gaps.append("its CPUs are an affinity mask (sched_setaffinity), not a cpuset cgroup: the run could widen it")
     if run.env:
         gaps.append(f"its devices are chosen by {', '.join(run.env)}: a run that ignores it can open any device "
                     "node it sees")
-    facts["gaps"] = gaps
-    if not confinement.get("confined"):
+    facts: RunIsolation = {"per_run": PER_RUN_SANDBOX, "slot": run.slot.to_dict(), "gaps": gaps,
+                           "shared_between_runs": False}
+    if confinement is not None:  # the sandbox's record, its gaps with the pinning's
+        facts = {**confinement, **facts}
+    if confinement is None or not confinement["confined"]:
+        why = (confinement["reason"] if confinement is not None else "") or "no sandbox"
         return {**facts, "shared_between_runs": True,
-                "reason": "the run was not confined "
-                          f"({confinement.get('reason') or 'no sandbox'}): it shared the host's file system and "
+                "reason": f"the run was not confined ({why}): it shared the host's file system and "
                           "processes with the other model runs"}
     if network and run.width > 1:
         return {**facts, "shared_between_runs": True,
                 "reason": f"model runs went {run.width} at once on the host's network (granted by the matrix: "
                           "models[].network), which they share: a run could reach another run's ports or take one "
                           "it needs (concurrency 1, or no network grant, keeps them apart)"}
-    contention = {"contention": f"model runs went {run.width} at once as one sandbox user, whose process limit "
+    proven: RunIsolation = {**facts, "shared_between_runs": False,
+                            "models_isolation": "proven: no other model run used this run's sandbox (file system "
+                                                "view, processes, network namespace)"}
+    if run.width > 1:
+        proven["contention"] = (f"model runs went {run.width} at once as one sandbox user, whose process limit "
                                 "(RLIMIT_NPROC counts every process of that uid, in every sandbox) and the host's "
                                 "memory they share: a run could make another fail (its fork or allocation refused), "
                                 "which that run's item would report as its own failure (concurrency 1 runs them one "
-                                "after the other)"} if run.width > 1 else {}
-    return {**facts, **contention, "shared_between_runs": False,
-            "models_isolation": "proven: no other model run used this run's sandbox (file system view, processes, "
-                                "network namespace)"}
+                                "after the other)")
+    return proven
 
 
 PIN_SLACK = (1.10, 0.2)
@@ -193,11 +230,11 @@ def pin_kept(run: Pin, cpu_s: float | None, wall_s: float) -> str | None:
             "on CPUs outside its slot")
 
 
-def unkept(facts: Mapping[str, Any], why: str) -> dict[str, Any]:
+def unkept(facts: RunIsolation, why: str) -> RunIsolation:
     """``facts`` (a per-run model run's ``isolation``, :func:`isolation`) for a run whose pinning was not kept
     (:func:`pin_kept`'s ``why``): ``pinning`` says so, and ``per_run`` no longer claims the run stayed pinned to its
     device slot."""
-    text = str(facts.get("per_run") or PER_RUN_SANDBOX)
+    text = facts["per_run"]
     claim = "pinned to one device slot (device indices or CPU affinity)"
     per_run = text.replace(claim, "started pinned to one device slot (CPU affinity), which the run did not keep "
                                   "(see pinning)") if claim in text else f"{text}; its CPU pinning was not kept "\
