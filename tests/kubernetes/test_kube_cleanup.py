@@ -15,6 +15,7 @@ import pytest
 from kubekit import kube_matrix
 from kubernetes.client.exceptions import ApiException
 
+from pytest_hetero.backends.kubernetes import watch as watch_module
 from pytest_hetero.backends.kubernetes.watch import PodWatch
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
@@ -107,7 +108,7 @@ def _pod(name: str) -> dict[str, Any]:
     }
 
 
-def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster) -> None:
+def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     ns = cluster.new_namespace("hetero-watch")
     watch = PodWatch(cluster.api, ns, "pytest-hetero.owner=watchtest")
     watch.start()
@@ -125,19 +126,18 @@ def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster) -
     # so the 410 itself is injected (the one fault this plane cannot be made to produce on demand);
     # the re-list and the watch after it are real.
     stale = PodWatch(cluster.api, ns, "pytest-hetero.owner=watchtest")
-    real_list = stale.core.list_namespaced_pod
+    real_watch = watch_module.watch_events
     expired = {"sent": False}
 
-    def list_pods(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("watch") and not expired["sent"]:
+    def watch_pods(*args: Any, **kwargs: Any) -> Any:
+        if not expired["sent"]:
             expired["sent"] = True
             raise ApiException(status=410, reason="Gone")
-        return real_list(*args, **kwargs)
+        return real_watch(*args, **kwargs)
 
-    stale.core.list_namespaced_pod = list_pods  # type: ignore[method-assign]  # the injected 410, then the real list
+    monkeypatch.setattr(watch_module, "watch_events", watch_pods)  # the injected 410, then the real watch
     stale.rv = "1"
-    stale._thread = threading.Thread(target=stale._loop, daemon=True)
-    stale._thread.start()
+    stale.run()
     try:
         assert stale.wait("a", lambda pods: pods, 15)
         assert stale.relists == 1 and expired["sent"]

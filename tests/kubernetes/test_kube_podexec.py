@@ -9,6 +9,9 @@ the shared client's answers stay normal however many execs run at once.
 
 from __future__ import annotations
 
+import copy
+import os
+import shutil
 import threading
 import time
 import uuid
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import podexec
+from pytest_hetero.backends.kubernetes import run as kube_run
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
@@ -75,5 +79,81 @@ def test_rest_calls_on_the_shared_client_stay_normal_while_execs_run(cluster: Cl
         assert sorted((o.exit_code, o.stdout) for o in outcomes) == sorted((0, f"{i}\n") for i in range(10)
                                                                             for _ in range(4))
         assert shared.call_api == client.ApiClient.call_api.__get__(shared)  # never left swapped
+    finally:
+        cluster.core.delete_namespace(namespace)
+
+
+def test_execs_share_one_tls_context_and_resume_the_apiservers_session(cluster: Cluster) -> None:
+    """Every exec of one client configuration uses the one TLS context built for it (the CA and the client
+    certificate loaded once) and, from the second exec on, resumes the TLS session the apiserver gave (no certificate
+    exchange); the answers are the same as a first exec's."""
+    namespace = cluster.new_namespace("hetero-exec")
+    core = client.CoreV1Api(client.ApiClient(copy.deepcopy(cluster.api.configuration)))  # a configuration of its own
+    pod = running_pod(cluster, namespace)
+    try:
+        resumed: list[bool] = []
+        outcomes: list[podexec.ExecOutcome] = []
+        for i in range(3):
+            ws = podexec.open_exec(core, namespace, pod, "workload", ["/bin/sh", "-c", f"echo {i}"], False)
+            try:
+                resumed.append(ws.resumed)
+            finally:
+                ws.close()
+            outcomes.append(podexec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", f"echo {i}; exit {i}"], 30))
+        tls = podexec.tls_context(core.api_client.configuration)
+        assert tls is podexec.tls_context(core.api_client.configuration)
+        assert resumed == [False, True, True] and len(tls.sessions) == 1
+        assert [(o.exit_code, o.stdout, o.timed_out) for o in outcomes] == [(i, f"{i}\n", False) for i in range(3)]
+    finally:
+        cluster.core.delete_namespace(namespace)
+
+
+def test_the_exit_status_check_reads_the_outputs_and_removes_the_inputs_in_its_exec(cluster: Cluster) -> None:
+    """The exit-status check of a run (:func:`.run.exit_confirmed`) with a :class:`.run.Readback` reads the outputs
+    file in the same exec and, the status confirmed, removes the inputs folder (on KWOK the exec runs on this host,
+    where the folder is checked); the evidence files it reads are the ones it read without. An absent outputs file
+    reads as exit 1 (no outputs); a file over the inline limit is not read there and the folder stays for
+    :func:`.run.read_outputs`, which reads it as before; an exit status the file does not confirm removes nothing."""
+    namespace = cluster.new_namespace("hetero-exec")
+    core = cluster.core
+    pod = running_pod(cluster, namespace)
+
+    def one(write: str, status: int = 0) -> tuple[str, str, podexec.ExecOutcome, kube_run.Readback]:
+        """A run writing its outputs with ``write`` (``OUT``: the outputs path) and exiting ``status``."""
+        root = f"/tmp/hetero-readback-{uuid.uuid4().hex[:8]}"
+        run_dir = f"{root}/runs/r"
+        out = f"{run_dir}/outputs.json"
+        argv = ["/bin/sh", "-c", f"{write.replace('OUT', out)}; exit {status}"]
+        done = kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30)
+        assert done.exit_code == status
+        return root, run_dir, done, kube_run.Readback(out, root)
+
+    try:
+        root, run_dir, done, back = one("""printf '{"ids": [1]}\\n' > OUT""")
+        plain: dict[str, str] = {}
+        assert kube_run.exit_confirmed(core, namespace, pod, run_dir, done, plain)
+        dumped: dict[str, str] = {}
+        assert kube_run.exit_confirmed(core, namespace, pod, run_dir, done, dumped, back)
+        assert (back.read, back.removed, os.path.exists(root)) == ((0, '{"ids": [1]}\n'), True, False)
+        assert dumped == plain and ".samples" in dumped
+        assert back.read is not None and kube_run.outputs_of(*back.read, back.path) == b'{"ids": [1]}\n'
+
+        root, run_dir, done, back = one("true")
+        assert kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {}, back)
+        assert (back.read, back.removed, os.path.exists(root)) == ((1, ""), True, False)
+        assert kube_run.outputs_of(1, "", back.path) is None
+
+        big = kube_run.INLINE_OUTPUTS_BYTES + 1
+        root, run_dir, done, back = one(f"head -c {big} /dev/zero | tr '\\0' x > OUT")
+        assert kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {}, back)
+        assert (back.read, back.removed, os.path.isdir(root)) == (None, False, True)
+        assert kube_run.read_outputs(core, namespace, pod, back.path, root) == b"x" * big
+        assert not os.path.exists(root)
+
+        root, run_dir, done, back = one("true", 3)
+        done.exit_code = 4  # the exec said 4, the run's .rc file says 3
+        assert not kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {}, back)
+        assert (back.read, back.removed, os.path.isdir(root)) == ((1, ""), False, True)
+        shutil.rmtree(root)
     finally:
         cluster.core.delete_namespace(namespace)

@@ -123,6 +123,22 @@ def raw_request(api: client.ApiClient, method: str, path: str, body: object = No
     return json.loads(data) if data else None
 
 
+def open_stream(api: client.ApiClient, path: str, query: list[tuple[str, str]],
+                timeout_s: tuple[float, float]) -> Any:
+    """A GET of ``path`` whose answer is read as it streams (a watch): sent as :func:`raw_request` sends, the open
+    urllib3 response returned unread once its status is 2xx (the caller releases it: ``release_conn``);
+    ``timeout_s`` is (connect, read) seconds. Raises ApiException (the status's subclass) for an answer outside
+    2xx, urllib3 errors when there is no answer."""
+    resp: Any = api.call_api(*api.param_serialize("GET", path, query_params=query,
+                                                  header_params={"Accept": "application/json"},
+                                                  auth_settings=["BearerToken"]),
+                             _request_timeout=timeout_s)
+    if not 200 <= resp.status <= 299:
+        data: bytes = resp.read()
+        raise ApiException.from_response(http_resp=resp, body=data.decode("utf-8", "replace"), data=None)
+    return resp.response
+
+
 def api_outcome(exc: BaseException, action: str) -> EngineFault:
     """Translate an API failure during ``action`` (e.g. ``create pods in ns``) to an engine fault.
 

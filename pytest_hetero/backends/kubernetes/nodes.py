@@ -15,9 +15,7 @@ Condition fields follow the Kubernetes ``NodeCondition`` (``type``, ``status``, 
 
 from __future__ import annotations
 
-import json
 import threading
-from contextlib import closing
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from kubernetes import client
@@ -25,10 +23,9 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import ConditionJSON, ServedNode
-from pytest_hetero.backends.kubernetes.watch import close_watch, watch_events
+from pytest_hetero.backends.kubernetes.watch import ListWatch
 from pytest_hetero.backends.protocol import EngineUnavailable, RunFailure, Step
 from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.signals import quiet_thread
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
@@ -150,34 +147,27 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node
         CATEGORY)
 
 
-class NodeReadiness:
-    """Every node's Ready condition, kept by one watch of the session (list, then watch from its resourceVersion;
-    resumes after a dropped connection, re-lists after ``410 Gone``), fed to the :class:`NodeWatch` of each model
-    run in flight: one list and one watch stream per gate process however many runs watch nodes (a list + watch
-    per run held a thread and an API connection each, and 64 runs at once overflowed the client's pool).
+class NodeReadiness(ListWatch):
+    """Every node's Ready condition, kept by one list-watch of the session (:class:`.watch.ListWatch`: list, then
+    watch from its resourceVersion; resumes after a dropped connection, re-lists after ``410 Gone``), fed to the
+    :class:`NodeWatch` of each model run in flight: one list and one watch stream per gate process however many runs
+    watch nodes (a list + watch per run held a thread and an API connection each, and 64 runs at once overflowed the
+    client's pool).
 
     Only each node's Ready condition is kept (not the Node). ``error`` is the last watch failure (it retries with
     backoff), ``failures`` counts them; ``tried`` is set once the first list answered or failed."""
 
     def __init__(self, api: client.ApiClient) -> None:
+        super().__init__(api, "/api/v1/nodes", "", WATCH_TIMEOUT_S, "hetero-node-watch", (0.2, 5.0))
         self.core = client.CoreV1Api(api)
         self.conditions: dict[str, ReadyCondition] = {}
         self.subscribers: dict[str, list[NodeWatch]] = {}
         self.lock = threading.Lock()
-        self.tried = threading.Event()
-        self.error: str | None = None
-        self.failures = 0
-        self._rv: str | None = None
-        self._stop = threading.Event()
-        self._resp: Any = None
-        self._thread: threading.Thread | None = None
 
     def start(self) -> NodeReadiness:
-        """Start the watch thread (once); return self. Never raises (failures land in ``error``)."""
+        """Start the watch thread (once; it lists first); return self. Never raises (failures land in ``error``)."""
         with self.lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="hetero-node-watch", daemon=True)
-                self._thread.start()
+            self.run()
         return self
 
     def watch(self, name: str) -> NodeWatch:
@@ -223,60 +213,23 @@ class NodeReadiness:
         for sub in self.subscribers.get(name) or ():
             sub.observe(cond)
 
-    def _list(self) -> None:
-        listed: Any = self.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-        body = json.loads(listed.data)
+    def listed(self, items: list[Any], now: float) -> None:
+        """Keep every listed node's condition; a node kept before and not listed now was deleted."""
         with self.lock:
             names = set()
-            for node in body.get("items") or []:
+            for node in items:
                 name = str(node["metadata"]["name"])
                 names.add(name)
                 self._seen(name, ready_condition(node))
             for gone in [n for n in self.conditions if n not in names]:
                 self._seen(gone, ready_condition({"deleted": True}))
-            self._rv = body["metadata"].get("resourceVersion")
-        self.tried.set()
 
-    def _loop(self) -> None:
-        quiet_thread()
-        backoff = 0.2
-        while not self._stop.is_set():
-            try:
-                if self._rv is None:
-                    self._list()
-                events = watch_events(self.core.list_node, resource_version=self._rv, timeout_s=WATCH_TIMEOUT_S,
-                                      on_response=self._keep)
-                with closing(events):  # releases the connection on break and return too
-                    for kind, obj in events:
-                        if kind == "ERROR":
-                            self._rv = None  # e.g. 410 Gone: re-list
-                            break
-                        with self.lock:
-                            self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
-                            if kind in ("ADDED", "MODIFIED", "DELETED"):
-                                seen: ServedNode = obj
-                                self._seen(str(obj["metadata"]["name"]),
-                                           ready_condition({**seen, "deleted": True} if kind == "DELETED" else seen))
-                        if self._stop.is_set():
-                            return
-                backoff = 0.2
-            except Exception as exc:  # noqa: BLE001 - dropped or refused: retried, the runs go on meanwhile
-                if self._stop.is_set():
-                    return
-                with self.lock:
-                    self.error, self.failures = f"{type(exc).__name__}: {exc}"[:300], self.failures + 1
-                self.tried.set()
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
-
-    def _keep(self, resp: Any) -> None:
-        """Hold the open watch response so :meth:`stop` can close it."""
-        self._resp = resp
-
-    def stop(self) -> None:
-        """Stop the watch (closes its stream). Never raises."""
-        self._stop.set()
-        close_watch(self._resp)
+    def changed(self, kind: str, obj: Any, now: float) -> None:
+        """Keep the event's node's condition (a deleted node's reads ``NodeDeleted``) and tell its watchers."""
+        seen: ServedNode = obj
+        with self.lock:
+            self._seen(str(obj["metadata"]["name"]),
+                       ready_condition({**seen, "deleted": True} if kind == "DELETED" else seen))
 
 
 class NodeWatch:

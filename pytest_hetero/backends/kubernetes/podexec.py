@@ -9,21 +9,40 @@ Each exec opens its websocket from the request the shared ApiClient serialises (
 ``kubernetes.stream.stream``, which swaps ``call_api`` on the ApiClient it is given while it opens the websocket (a
 REST call made meanwhile on that client would be sent as a websocket request: ``Handshake status 200``) and runs
 the generated method's argument validation on every exec. Execs and REST calls may thus run concurrently.
+Every exec of one client configuration shares one TLS context (:func:`tls_context`; ``kubernetes.stream`` loaded
+the CA and the client certificate again for each) and resumes the TLS session the apiserver last gave
+(:func:`connect_websocket`), and its messages are read by channel as they arrive (:class:`ExecStream`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
+import socket
+import ssl
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
+import certifi
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import ws_client
-from kubernetes.stream.ws_client import ERROR_CHANNEL, STDIN_CHANNEL
-from websocket import WebSocketConnectionClosedException
+from kubernetes.stream.ws_client import (
+    CLOSE_CHANNEL,
+    ERROR_CHANNEL,
+    STDERR_CHANNEL,
+    STDIN_CHANNEL,
+    STDOUT_CHANNEL,
+    V4_CHANNEL_PROTOCOL,
+    V5_CHANNEL_PROTOCOL,
+)
+from websocket import ABNF, DEFAULT_SOCKET_OPTION, WebSocket, WebSocketConnectionClosedException, WebSocketException
 
 from pytest_hetero.backends.streams import CappedStream
 from pytest_hetero.signals import quiet_thread
@@ -68,21 +87,186 @@ def exit_code(status_text: str) -> int | None:
 
 
 def open_exec(core: client.CoreV1Api, namespace: str, pod: str, container: str, argv: list[str],
-              stdin: bool) -> Any:
-    """The exec websocket (a ``kubernetes.stream.ws_client.WSClient``) of ``argv`` in ``pod``/``container``
-    (stdout and stderr, ``stdin`` when asked, no tty), opened from the request the shared client serialises (its
-    configuration, credentials and token refresh, as :func:`.client.raw_request` sends), without the generated
-    method's argument validation nor ``kubernetes.stream.stream``'s swap of ``call_api`` on the client it is given:
-    execs and REST calls may share ``core``'s ApiClient, concurrently. Raises ApiException (status 0, the
-    handshake's answer in ``reason``, as ``stream`` raised it) when the apiserver refuses the exec or the
-    connection fails."""
+              stdin: bool) -> ExecStream:
+    """The exec websocket of ``argv`` in ``pod``/``container`` (stdout and stderr, ``stdin`` when asked, no tty), opened
+    from the request the shared client serialises (its configuration, credentials and token refresh, as
+    :func:`.client.raw_request` sends), without the generated method's argument validation nor
+    ``kubernetes.stream.stream``'s swap of ``call_api`` on the client it is given: execs and REST calls may share
+    ``core``'s ApiClient, concurrently. The TLS connection is the client's (:func:`connect_websocket`: one context
+    per client configuration, its session resumed). Raises ApiException (status 0, the handshake's answer in
+    ``reason``, as ``kubernetes.stream`` raises it) when the apiserver refuses the exec or the connection fails."""
     api = core.api_client
     query = [("container", container), *(("command", arg) for arg in argv), ("stdin", "true" if stdin else "false"),
              ("stdout", "true"), ("stderr", "true"), ("tty", "false")]
     _, url, headers, _, _ = api.param_serialize("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/exec",
                                                 query_params=query, auth_settings=["BearerToken"])
-    return ws_client.websocket_call(api.configuration, "GET", url, headers=headers,  # type: ignore[no-untyped-call]
-                                    _preload_content=False, capture_all=False)
+    try:
+        return ExecStream(connect_websocket(api.configuration, url, headers))
+    except (Exception, KeyboardInterrupt, SystemExit) as exc:  # noqa: BLE001 - as kubernetes.stream translates them
+        raise ApiException(status=0, reason=str(exc)) from None
+
+
+class ExecStream:
+    """One exec's websocket, read by channel (the ``channel.k8s.io`` protocols: each message's first byte is its
+    channel; ``v5.channel.k8s.io`` adds a message closing a channel), as ``kubernetes.stream.ws_client.WSClient``
+    reads it: each message's data decoded as UTF-8 (invalid bytes replaced, message by message), stdout and stderr
+    handed to :meth:`pump`'s streams as they arrive, the error channel's text (the exit Status) kept in
+    ``status``. ``open`` turns False once the server closed the connection; ``resumed``: its TLS handshake resumed an
+    earlier session."""
+
+    def __init__(self, sock: WebSocket) -> None:
+        self.sock = sock
+        self.resumed = bool(getattr(sock.sock, "session_reused", False))
+        protocol = getattr(sock, "subprotocol", None) or (sock.getheaders() or {}).get("sec-websocket-protocol")
+        self.v5 = protocol == V5_CHANNEL_PROTOCOL
+        self.open = True
+        self.status = ""
+
+    def write_stdin(self, data: bytes) -> None:
+        """Send ``data`` on stdin (one binary message), then close stdin (``v5.channel.k8s.io``; an older server
+        sees stdin end with the connection)."""
+        self.sock.send(bytes([STDIN_CHANNEL]) + data, opcode=ABNF.OPCODE_BINARY)
+        if self.v5:
+            try:
+                self.sock.send(bytes([CLOSE_CHANNEL, STDIN_CHANNEL]), opcode=ABNF.OPCODE_BINARY)
+            except Exception:  # noqa: BLE001, S110 - the run goes on; its stdin ends with the connection
+                pass
+
+    def pump(self, timeout_s: float, out: CappedStream, err: CappedStream) -> None:
+        """Wait up to ``timeout_s`` seconds for a message, then read every message already there: stdout into
+        ``out``, stderr into ``err``, the error channel onto ``status``; a close message ends the stream. Raises
+        WebSocketConnectionClosedException when the connection dropped under the read."""
+        if not self.open:
+            return
+        sock = self.sock
+        if not sock.connected:
+            self.open = False
+            return
+        raw = sock.sock
+        ready = _pending(raw) or _readable(raw, timeout_s)
+        while ready:
+            opcode, frame = sock.recv_data_frame(True)
+            if opcode == ABNF.OPCODE_CLOSE:
+                self.open = False
+                return
+            data: bytes = frame.data if opcode in (ABNF.OPCODE_BINARY, ABNF.OPCODE_TEXT) else b""
+            if data:
+                channel = data[0]
+                if channel == CLOSE_CHANNEL and self.v5:
+                    return
+                text = data[1:].decode("utf-8", "replace")
+                if text and channel == STDOUT_CHANNEL:
+                    out.add(text.encode("utf-8", "surrogateescape"))
+                elif text and channel == STDERR_CHANNEL:
+                    err.add(text.encode("utf-8", "surrogateescape"))
+                elif channel == ERROR_CHANNEL:
+                    self.status += text
+            ready = _pending(raw) or _readable(raw, 0)
+
+    def close(self) -> None:
+        """Close the websocket (a close message, its answer awaited up to 3 s, then the connection), as
+        ``WSClient.close`` does."""
+        self.open = False
+        self.sock.close()
+
+
+def _pending(sock: Any) -> bool:
+    """Has the TLS layer of ``sock`` decrypted bytes no poll of the socket would show (a whole record read before)?"""
+    return isinstance(sock, ssl.SSLSocket) and sock.pending() > 0
+
+
+def _readable(sock: Any, timeout_s: float) -> bool:
+    """Is ``sock`` readable within ``timeout_s`` seconds (poll: no fd limit, unlike select)?"""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))
+
+
+@dataclass
+class _Tls:
+    """One client configuration's TLS for exec websockets: the ``context`` built from ``source`` (CA, client
+    certificate, verification) and the newest ``sessions`` the apiserver gave, by host and port."""
+
+    source: tuple[object, ...]
+    context: ssl.SSLContext
+    sessions: dict[tuple[str, int], ssl.SSLSession] = field(default_factory=dict)
+
+
+_TLS: weakref.WeakKeyDictionary[client.Configuration, _Tls] = weakref.WeakKeyDictionary()
+_TLS_LOCK = threading.Lock()
+
+
+def tls_context(configuration: client.Configuration) -> _Tls:
+    """The TLS context exec websockets of ``configuration`` share, built once (again when its CA, certificate or
+    verification settings change) as ``kubernetes.stream`` and websocket-client build one per exec: verification
+    with ``ssl_ca_cert`` (else certifi's) when ``verify_ssl``, ``assert_hostname`` deciding the host name check, the
+    client certificate ``cert_file``/``key_file`` when set (``SSLKEYLOGFILE`` honoured). Raises WebSocketException
+    (websocket-client's wording) when the CA or the certificate cannot be loaded."""
+    c = configuration
+    source = (c.verify_ssl, c.ssl_ca_cert, c.cert_file, c.key_file, c.assert_hostname)
+    with _TLS_LOCK:
+        found = _TLS.get(c)
+        if found is not None and found.source == source:
+            return found
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if os.environ.get("SSLKEYLOGFILE") is not None:
+        context.keylog_filename = os.environ["SSLKEYLOGFILE"]
+    if c.verify_ssl:
+        try:
+            context.load_verify_locations(cafile=c.ssl_ca_cert or certifi.where())
+        except (FileNotFoundError, ssl.SSLError, ValueError) as exc:
+            raise WebSocketException(f"SSL CA certificate loading failed: {exc}") from None
+        context.check_hostname = True if c.assert_hostname is None else bool(c.assert_hostname)
+        context.verify_mode = ssl.CERT_REQUIRED
+    else:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if c.cert_file:
+        try:
+            context.load_cert_chain(c.cert_file, c.key_file or None)
+        except (FileNotFoundError, ValueError, ssl.SSLError) as exc:
+            raise WebSocketException(f"SSL client certificate loading failed: {exc}") from None
+    made = _Tls(source, context)
+    with _TLS_LOCK:
+        _TLS[c] = made
+    return made
+
+
+def connect_websocket(configuration: client.Configuration, url: str, headers: dict[str, str]) -> WebSocket:
+    """The websocket of the request ``url`` (``http(s)://``, as the client serialised it; ``headers``: its
+    ``authorization`` is sent) with the channel protocols ``kubernetes.stream`` offers. Over TLS the connection
+    uses :func:`tls_context` and resumes the last session the apiserver gave for that host (no certificate
+    exchange on a resumed handshake; a full one when the server declines). Behind a proxy (the configuration's,
+    or ``https_proxy``/``http_proxy`` in the environment) the connection is ``kubernetes.stream``'s own. Raises
+    websocket-client's errors (``Handshake status 403 …`` when the apiserver refuses), ``OSError`` and
+    ``ssl.SSLError`` when the connection fails."""
+    ws_url = ws_client.get_websocket_url(url)  # type: ignore[no-untyped-call]
+    parsed = urlparse(ws_url)
+    secure = parsed.scheme == "wss"
+    proxy = "https_proxy" if secure else "http_proxy"
+    if configuration.proxy or configuration.proxy_headers or os.environ.get(proxy) or os.environ.get(proxy.upper()):
+        made: WebSocket = ws_client.create_websocket(configuration, ws_url, headers)  # type: ignore[no-untyped-call]
+        return made
+    header = [f"sec-websocket-protocol: {V5_CHANNEL_PROTOCOL},{V4_CHANNEL_PROTOCOL}"]
+    if "authorization" in headers:
+        header.insert(0, f"authorization: {headers['authorization']}")
+    host, port = str(parsed.hostname), parsed.port or (443 if secure else 80)
+    sock: Any = socket.create_connection((host, port))
+    try:
+        for option in DEFAULT_SOCKET_OPTION:
+            sock.setsockopt(*option)
+        tls = tls_context(configuration) if secure else None
+        if tls is not None:
+            sock = tls.context.wrap_socket(sock, server_hostname=configuration.tls_server_name or host,
+                                           session=tls.sessions.get((host, port)))
+        ws = WebSocket(skip_utf8_validation=False)
+        ws.connect(ws_url, header=header, socket=sock)  # type: ignore[no-untyped-call]
+    except BaseException:
+        sock.close()
+        raise
+    if tls is not None and sock.session is not None:
+        tls.sessions[(host, port)] = sock.session  # the server's ticket came with its answer: the next exec resumes
+    return ws
 
 
 def run(
@@ -105,18 +289,13 @@ def run(
     start = time.perf_counter()
     ws = open_exec(core, namespace, pod, container, argv, stdin is not None)
     out, err = CappedStream(), CappedStream()
-    status = ""
     try:
         if stdin is not None:
-            ws.write_channel(STDIN_CHANNEL, stdin)
-            try:
-                ws.close_channel(STDIN_CHANNEL)
-            except Exception:  # noqa: BLE001, S110 - pre-v5 servers: stdin ends with the connection
-                pass
+            ws.write_stdin(stdin)
         deadline = start + timeout_s
         tick = 1.0 if stop is None else 0.5
         abandoned = False
-        while ws.is_open():
+        while ws.open:
             left = deadline - time.perf_counter()
             if left <= 0:
                 break
@@ -124,17 +303,13 @@ def run(
                 abandoned = True
                 break
             try:
-                ws.update(timeout=min(left, tick))
+                ws.pump(min(left, tick), out, err)
             except WebSocketConnectionClosedException:
-                break  # the server closed between is_open() and the read: what arrived is kept below
-            _drain(ws, out, err)
-            if ws.peek_channel(ERROR_CHANNEL):
-                status += ws.read_channel(ERROR_CHANNEL)
-        _drain(ws, out, err)
-        if ws.peek_channel(ERROR_CHANNEL):
-            status += ws.read_channel(ERROR_CHANNEL)
+                break  # the server closed between the check and the read
+        ws.pump(0, out, err)
+        status = ws.status
         abandoned = abandoned and not status  # finished as the stop came: the answer stands
-        timed_out = not abandoned and ws.is_open() and not status and time.perf_counter() >= deadline
+        timed_out = not abandoned and ws.open and not status and time.perf_counter() >= deadline
     finally:
         ws.close()
     return ExecOutcome(
@@ -147,14 +322,6 @@ def run(
         abandoned=abandoned,
         streams={**out.facts("stdout"), **err.facts("stderr")},
     )
-
-
-def _drain(ws: object, out: CappedStream, err: CappedStream) -> None:
-    """Move what the websocket client buffered for stdout/stderr into the capped streams."""
-    if ws.peek_stdout():  # type: ignore[attr-defined]
-        out.add(ws.read_stdout(timeout=0).encode("utf-8", "surrogateescape"))  # type: ignore[attr-defined]
-    if ws.peek_stderr():  # type: ignore[attr-defined]
-        err.add(ws.read_stderr(timeout=0).encode("utf-8", "surrogateescape"))  # type: ignore[attr-defined]
 
 
 def try_run(core: client.CoreV1Api, namespace: str, pod: str, argv: list[str], wait_s: float) -> bool:

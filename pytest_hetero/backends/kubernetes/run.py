@@ -16,6 +16,7 @@ import tarfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
@@ -182,6 +183,24 @@ TOO_LARGE_EXIT = 42
 """Exit code of :func:`read_outputs`' script when the file is larger than the limit (its size on stderr)."""
 
 
+def outputs_script(path: str, size_to: str = " >&2") -> str:
+    """The shell script reading the outputs file ``path``: exit 1 when it does not exist, exit
+    :data:`TOO_LARGE_EXIT` with its size printed (``size_to``: a redirection, stderr by default) when it has more than
+    :data:`MAX_OUTPUTS_BYTES` bytes (measured with ``wc -c`` before anything is copied), else its bytes on stdout."""
+    quoted = shlex.quote(path)
+    return (f"[ -f {quoted} ] || exit 1; n=$(wc -c < {quoted}); if [ \"$n\" -gt {MAX_OUTPUTS_BYTES} ]; "
+            f"then echo \"$n\"{size_to}; exit {TOO_LARGE_EXIT}; fi; cat {quoted}")
+
+
+def outputs_of(status: int | None, text: str, path: str) -> bytes | None:
+    """The outputs of :func:`outputs_script`'s run (``status``: its exit status; ``text``: what it printed, the size
+    when too large): the bytes on exit 0, else None. Raises ActionFailed ``outputs_too_large`` (algorithm)."""
+    if status == TOO_LARGE_EXIT:
+        raise ActionFailed(f"entrypoint wrote a {text.strip()}-byte outputs file ({path}), more than the "
+                           f"{MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large")
+    return text.encode("utf-8", "surrogateescape") if status == 0 else None
+
+
 def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str, remove: str | None = None
                  ) -> bytes | None:
     """The outputs file's bytes (``cat`` by exec), or None when it does not exist; ``remove``: a folder the same
@@ -191,18 +210,31 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str, re
     Raises ActionFailed ``outputs_too_large`` (algorithm) when it has more than :data:`MAX_OUTPUTS_BYTES`
     bytes (measured with ``wc -c`` in the pod before anything is copied).
     """
-    quoted = shlex.quote(path)
-    script = (f"[ -f {quoted} ] || exit 1; n=$(wc -c < {quoted}); "
-              f"if [ \"$n\" -gt {MAX_OUTPUTS_BYTES} ]; then echo \"$n\" >&2; exit {TOO_LARGE_EXIT}; fi; cat {quoted}")
+    script = outputs_script(path)
     if remove is not None:
         script = f"( {script} ); rc=$?; rm -rf {shlex.quote(remove)}; exit $rc"
     done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 60)
     if remove is not None and done.exit_code is None:
         kube_exec.try_run(core, namespace, pod, ["rm", "-rf", remove], 5)
-    if done.exit_code == TOO_LARGE_EXIT:
-        raise ActionFailed(f"entrypoint wrote a {done.stderr.strip()}-byte outputs file ({path}), more than the "
-                          f"{MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large")
-    return done.stdout.encode("utf-8", "surrogateescape") if done.exit_code == 0 else None
+    return outputs_of(done.exit_code, done.stderr if done.exit_code == TOO_LARGE_EXIT else done.stdout, path)
+
+
+INLINE_OUTPUTS_BYTES = 1024 * 1024
+"""Largest outputs file the exit-status check reads in its own exec (bytes; it has 15 s): a larger one is read by an
+exec of its own (:func:`read_outputs`, 60 s), as every outputs file was before."""
+
+
+@dataclass
+class Readback:
+    """What the exit-status check (:func:`exit_confirmed`) also reads in its exec, so a run takes one exec less: the
+    outputs file at ``path`` (``read``: its :func:`outputs_script` exit status and text once read, None until then),
+    and the folder ``remove`` it deletes once the status is confirmed (a per-run pod's inputs on a KWOK host;
+    ``removed`` once that exec ended with a status)."""
+
+    path: str
+    remove: str | None = None
+    read: tuple[int | None, str] | None = None
+    removed: bool = False
 
 
 def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None,
@@ -236,9 +268,15 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
     simulated = session.simulated(node)
     begun = time.time()
     dumped: dict[str, str] = {}  # the wrapper's files, when the exit-status check read them too
+    # a per-run pod on a KWOK node: its inputs on the host go with the exec reading the outputs (else the caller
+    # removes them)
+    readback = Readback(values["outputs"],
+                        root if given is not None and simulated and workload.get("inputs") == root else None)
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
                                  {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"],
-                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped)
+                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped, readback)
+    if readback.removed:
+        workload.pop("inputs", None)
     ran = kube_usage.exec_facts(session, workload, begun, time.time())
     sampled, run_time = runtime.evidence(session.core, session.namespace, pod, run_dir, done.duration_s, dumped) \
         if not (done.abandoned or simulated) else runtime.read_back(
@@ -248,10 +286,10 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
         failure = oom_failure(session, workload, str(ctx.resource.limits.get("memory", "none")))
     outputs = None
     if not (done.timed_out or failure):
-        # a per-run pod on a KWOK node: its inputs on the host go with the same exec (else the caller removes them)
-        remove = root if given is not None and simulated and workload.get("inputs") == root else None
+        remove = None if readback.removed else readback.remove
         try:
-            outputs = read_outputs(session.core, session.namespace, pod, values["outputs"], remove)
+            outputs = outputs_of(*readback.read, readback.path) if readback.read is not None else \
+                read_outputs(session.core, session.namespace, pod, values["outputs"], remove)
         except ActionFailed as exc:
             failure = {"category": exc.category, "message": exc.message}
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
@@ -377,11 +415,12 @@ def _ensure_inputs(session: KubeSession, ctx: Step, workload: WorkloadRecord, ro
 def _run_watched(
     session: KubeSession, ctx: Step, workload: WorkloadRecord, node: str, argv: list[str], run_dir: str,
     workdir: str, env: dict[str, str], python: str | None = None, devices: str = "-",
-    dumped: dict[str, str] | None = None,
+    dumped: dict[str, str] | None = None, readback: Readback | None = None,
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
     """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
     outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict. ``dumped`` receives
-    the wrapper's evidence files when the exit-status check read them (:func:`exit_confirmed`)."""
+    the wrapper's evidence files and ``readback`` the outputs when the exit-status check read them
+    (:func:`exit_confirmed`)."""
     pod = workload["pod"]
     watch = session.node_watch().watch(node) if node else None
     started_at, started = utc_now(), time.perf_counter()
@@ -396,7 +435,8 @@ def _run_watched(
         done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
     else:
         if watch is not None and (broken_stream(done)
-                                  or not exit_confirmed(session.core, session.namespace, pod, run_dir, done, dumped)):
+                                  or not exit_confirmed(session.core, session.namespace, pod, run_dir, done, dumped,
+                                                                readback)):
             # the kubelet's end of the stream went away without an exit status: a stopped kubelet looks
             # like this until the node lifecycle controller's grace period has passed
             if watch.turned.wait(NODE_VERDICT_WAIT_S):
@@ -427,24 +467,48 @@ def broken_stream(done: kube_exec.ExecOutcome) -> bool:
 
 
 def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str,
-                   done: kube_exec.ExecOutcome, dumped: dict[str, str] | None = None) -> bool:
+                   done: kube_exec.ExecOutcome, dumped: dict[str, str] | None = None,
+                   readback: Readback | None = None) -> bool:
     """Does the run's ``.rc`` file (written by :func:`run_model`'s wrapper) hold the exit status the exec
     reported? The apiserver's stream translator reports ``Success`` when the kubelet's end of the
     stream closes, also when the kubelet died mid-run; the file tells. True when there is nothing to
     confirm (no exit status, timed out, abandoned); False when the file cannot be read. Raises
     ActionFailed ``pod_deleted`` when the pod is gone (deleted during the run). The same exec prints the
-    wrapper's evidence files (:func:`.runtime.dump_script`): into ``dumped`` when given (one exec less per run)."""
+    wrapper's evidence files (:func:`.runtime.dump_script`): into ``dumped`` when given (one exec less per run); with
+    ``readback``, it then reads the outputs file when it has at most :data:`INLINE_OUTPUTS_BYTES` bytes
+    (:func:`outputs_script`, between a line with a token of this exec and one with the token and its exit status) and,
+    the status confirmed, deletes ``readback.remove``: one exec less per run. What it read is kept only when both lines
+    came and its stdout was not capped (else the outputs are read as before, :func:`read_outputs`); the folder counts
+    as removed once that exec also ended with a status (else the caller removes it as before)."""
     if done.exit_code is None or done.timed_out or done.abandoned:
         return True
+    rc_file = f"{shlex.quote(run_dir)}/.rc"
+    script = f"cat {rc_file} && {runtime.dump_script(run_dir)}"
+    token = uuid.uuid4().hex
+    if readback is not None:
+        path = shlex.quote(readback.path)
+        script = (f"cat {rc_file} && ( {runtime.dump_script(run_dir)} ); printf '\\n=== {token}\\n'; "
+                  f"if [ -f {path} ] && [ \"$(wc -c < {path})\" -gt {INLINE_OUTPUTS_BYTES} ]; then rc=-; "
+                  f"else ( {outputs_script(readback.path, '')} ); rc=$?; fi; printf '\\n=== {token} %s\\n' \"$rc\"")
+        if readback.remove is not None:
+            script += (f"; [ \"$rc\" != - ] && [ \"$(cat {rc_file} 2>/dev/null)\" = {done.exit_code} ] && "
+                       f"rm -rf {shlex.quote(readback.remove)}; exit 0")
     try:
-        script = f"cat {shlex.quote(run_dir)}/.rc && {runtime.dump_script(run_dir)}"
         read = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 15)
     except Exception as exc:  # noqa: BLE001 - no answer from the pod is exactly what this check looks for
         outcome = kc.api_outcome(exc, f"read the exit status of the model run in pod {pod}")
         if outcome.category == "pod_deleted":
             raise outcome from None
         return False
-    rc, _, rest = read.stdout.partition("=== ")
+    stdout = read.stdout
+    if readback is not None:
+        stdout, mark, tail = stdout.partition(f"\n=== {token}\n")
+        text, end, status = tail.rpartition(f"\n=== {token} ")
+        if mark and end and status.strip().isdigit() and not read.streams.get("stdout_capped"):
+            readback.read = (int(status.strip()), text)
+            readback.removed = readback.remove is not None and read.exit_code is not None and \
+                stdout.partition("=== ")[0].strip() == str(done.exit_code)
+    rc, _, rest = stdout.partition("=== ")
     if dumped is not None and rest:
         dumped.update(runtime.parse_dump("=== " + rest))
     return rc.strip() == str(done.exit_code)

@@ -1,10 +1,14 @@
-"""One watch per (namespace, run): every pod the run creates, kept current, waited on by key.
+"""List-watch of one collection, and the run's pod watch built on it.
 
-Waiting is event-driven: a waiter blocks on a per-key :class:`threading.Event` that the watch
-thread sets when a pod carrying that key (label ``pytest-hetero/probe``) changes. The watch
-survives a dropped connection: it resumes from the last resourceVersion it saw (bookmarks keep it
-fresh) and re-lists when the apiserver answers 410 Gone (resourceVersion too old). ``resumes`` and
-``relists`` count both, for evidence.
+:class:`ListWatch` keeps a collection current in a daemon thread, as client-go's reflector does: list, then watch from
+the list's resourceVersion (bookmarks keep it fresh); a watch the server ends (after its timeout) or a dropped
+connection resumes from the last resourceVersion seen; ``410 Gone`` (resourceVersion too old: an HTTP answer or an
+ERROR event) re-lists. ``resumes`` and ``relists`` count both, for evidence. The run's pod watch
+(:class:`PodWatch`) and the session's watch of every node (:class:`.nodes.NodeReadiness`) are two of them.
+
+:class:`PodWatch` is one per (namespace, run): every pod the run creates, waited on by key. Waiting is
+event-driven: a waiter blocks on a per-key :class:`threading.Event` that the watch thread sets when a pod carrying
+that key (label ``pytest-hetero/probe``) changes.
 """
 
 from __future__ import annotations
@@ -20,19 +24,129 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.client import PROBE
 from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.signals import quiet_thread
 
 WATCH_TIMEOUT_S = 240
-"""Server-side timeout of one watch request (seconds); the thread then resumes."""
+"""Server-side timeout of one pod watch request (seconds); the thread then resumes."""
 
 Pod = ServedPod
 T = TypeVar("T")
 
 
-class PodWatch:
-    """Pods labelled ``selector`` in ``namespace``, as JSON dicts, updated by a background watch.
+class ListWatch:
+    """One collection (``path``, e.g. ``/api/v1/nodes``; ``selector``: a label selector, "" for none) kept by a list
+    and a watch in a daemon thread named ``name`` (see the module docstring). What it sees goes to the subclass:
+    :meth:`listed` gets every list's items, :meth:`changed` every ``ADDED``/``MODIFIED``/``DELETED`` event's object
+    (JSON as ``json.loads`` decodes it), each with the ``time.perf_counter()`` of its arrival.
+
+    ``rv``: the last resourceVersion seen; ``resumes``: watches begun again from it (after the server ended one or
+    the connection dropped); ``relists``: lists after ``410 Gone`` or an ERROR event (at once); ``error``,
+    ``failures``: the last failure (``<exception type>: <text>``, at most 300 characters) and how many there were,
+    each retried after a backoff doubling from ``backoff_s[0]`` to ``backoff_s[1]`` seconds (a failed list is tried
+    again, a failed watch resumes); ``tried`` is set once the first list answered or failed."""
+
+    def __init__(self, api: client.ApiClient, path: str, selector: str, timeout_s: int, name: str,
+                 backoff_s: tuple[float, float]) -> None:
+        self.api, self.path, self.selector = api, path, selector
+        self.timeout_s, self.thread_name, self.backoff_s = timeout_s, name, backoff_s
+        self.rv: str | None = None
+        self.resumes = self.relists = self.failures = 0
+        self.error: str | None = None
+        self.tried = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._resp: Any = None
+
+    def listed(self, items: list[Any], now: float) -> None:
+        """Every object a list answered (the whole collection), arrived at ``now``."""
+
+    def changed(self, kind: str, obj: Any, now: float) -> None:
+        """One watch event's object (``kind``: ``ADDED``, ``MODIFIED``, ``DELETED``), arrived at ``now``."""
+
+    def list_now(self) -> None:
+        """List the collection (one GET, :func:`.client.raw_request`) and keep its resourceVersion. Raises
+        ApiException (e.g. 403 without ``list``) and urllib3 errors."""
+        query = [("labelSelector", self.selector)] if self.selector else []
+        try:
+            body = kc.raw_request(self.api, "GET", self.path, query=query, timeout_s=kc.API_TIMEOUT_S)
+            self.listed(body.get("items") or [], time.perf_counter())
+            self.rv = body["metadata"].get("resourceVersion")
+        finally:
+            self.tried.set()
+
+    def run(self) -> None:
+        """Start the watch thread (once): it lists first unless :meth:`list_now` did. Never raises."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        quiet_thread()
+        backoff = self.backoff_s[0]
+        while not self._stop.is_set():
+            try:
+                if self.rv is None:
+                    self.list_now()
+                self._watch_once()
+                self.resumes += 1
+                backoff = self.backoff_s[0]
+            except _Relist:
+                self.relists += 1
+                self.rv = None
+                continue
+            except Exception as exc:  # noqa: BLE001 - dropped or refused: retried, the runs go on meanwhile
+                if self._stop.is_set():
+                    return
+                self._failed(f"{type(exc).__name__}: {exc}")
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, self.backoff_s[1])
+
+    def _failed(self, why: str) -> None:
+        self.error, self.failures = why[:300], self.failures + 1
+        if self.rv is not None:
+            self.resumes += 1
+
+    def _watch_once(self) -> None:
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(self.timeout_s))]
+        if self.rv is not None:
+            query.append(("resourceVersion", self.rv))
+        if self.selector:
+            query.append(("labelSelector", self.selector))
+        try:
+            events = watch_events(self.api, self.path, query, self.timeout_s, self._keep)
+        except ApiException as exc:
+            if exc.status == 410:
+                raise _Relist(410) from None
+            raise
+        with closing(events):  # releases the connection on raise and return too
+            for kind, obj in events:
+                if kind == "ERROR":  # 410 Gone (resourceVersion too old), or the apiserver's watch failed: re-list
+                    raise _Relist(obj.get("code"))
+                self.rv = (obj.get("metadata") or {}).get("resourceVersion") or self.rv
+                if kind != "BOOKMARK":
+                    self.changed(kind, obj, time.perf_counter())
+                if self._stop.is_set():
+                    return
+
+    def _keep(self, resp: Any) -> None:
+        """Hold the open watch response so :meth:`stop` can close it."""
+        self._resp = resp
+
+    def stop(self) -> None:
+        """Stop the watch thread (closes its stream). Never raises."""
+        self._stop.set()
+        close_watch(self._resp)
+
+
+class _Relist(Exception):  # noqa: N818 - a signal of the loop, not an error
+    """The watch must list again (410 Gone, or an ERROR event)."""
+
+
+class PodWatch(ListWatch):
+    """Pods labelled ``selector`` in ``namespace``, as JSON dicts, updated by a background list-watch.
 
     ``pods``: name → latest pod dict; ``seen_at``: name → ``time.perf_counter()`` of its last event; ``keyed``:
     probe key → {name → pod} (what :meth:`by_key` reads, so a wait does not scan every pod of the run). A key
@@ -40,8 +154,9 @@ class PodWatch:
     """
 
     def __init__(self, api: client.ApiClient, namespace: str, selector: str) -> None:
-        self.core = client.CoreV1Api(api)
-        self.namespace, self.selector = namespace, selector
+        super().__init__(api, f"/api/v1/namespaces/{namespace}/pods", selector, WATCH_TIMEOUT_S, "hetero-pod-watch",
+                         (0.1, 2.0))
+        self.namespace = namespace
         self.pods: dict[str, Pod] = {}
         self.keyed: dict[str, dict[str, Pod]] = {}
         self.forgotten: set[str] = set()
@@ -51,29 +166,22 @@ class PodWatch:
         """name → wall time (``time.time()``) the watch first saw the pod with ``spec.nodeName``."""
         self.events: dict[str, threading.Event] = {}
         self.lock = threading.Lock()
-        self.rv: str | None = None
-        self.resumes = self.relists = 0
-        self.error: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._resp: Any = None
 
     def start(self) -> None:
         """List once (raises ApiException, e.g. 403 without ``list pods``), then watch in a daemon thread."""
-        self._relist()
-        self._thread = threading.Thread(target=self._loop, name="hetero-pod-watch", daemon=True)
-        self._thread.start()
+        self.list_now()
+        self.run()
 
-    def _relist(self) -> None:
-        resp: Any = self.core.list_namespaced_pod(
-            self.namespace, label_selector=self.selector, _preload_content=False, _request_timeout=60
-        )
-        body = json.loads(resp.data)
-        now = time.perf_counter()
+    def listed(self, items: list[Any], now: float) -> None:
+        """Keep every listed pod."""
         with self.lock:
-            for pod in body.get("items") or []:
+            for pod in items:
                 self._store(pod, now)
-            self.rv = body["metadata"].get("resourceVersion")
+
+    def changed(self, kind: str, obj: Any, now: float) -> None:
+        """Keep the event's pod (a deleted one marked ``deleted``) and wake the waiters of its key."""
+        with self.lock:
+            self._store(obj, now, deleted=kind == "DELETED")
 
     def _store(self, pod: Pod, now: float, deleted: bool = False) -> None:
         name = pod["metadata"]["name"]
@@ -91,54 +199,6 @@ class PodWatch:
         if key is not None:
             self.keyed.setdefault(key, {})[name] = pod
             self.events.setdefault(key, threading.Event()).set()
-
-    def _loop(self) -> None:
-        quiet_thread()
-        backoff = 0.1
-        while not self._stop.is_set():
-            try:
-                self._watch_once()
-                backoff = 0.1
-            except ApiException as exc:
-                if exc.status == 410:
-                    self.relists += 1
-                    self._safe_relist()
-                    continue
-                self.error = f"watch: HTTP {exc.status}"
-            except Exception as exc:  # noqa: BLE001 - connection dropped: resume from the last rv
-                if self._stop.is_set():
-                    return
-                self.error = f"watch: {type(exc).__name__}: {exc}"
-            self.resumes += 1
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 2.0)
-
-    def _safe_relist(self) -> None:
-        try:
-            self._relist()
-        except Exception as exc:  # noqa: BLE001 - retried by the loop
-            self.error = f"relist: {exc}"
-            self._stop.wait(0.5)
-
-    def _watch_once(self) -> None:
-        def keep(resp: Any) -> None:
-            self._resp = resp
-
-        events = watch_events(self.core.list_namespaced_pod, self.namespace, resource_version=self.rv,
-                              timeout_s=WATCH_TIMEOUT_S, on_response=keep, label_selector=self.selector)
-        with closing(events):  # releases the connection on raise and return too
-            for kind, obj in events:
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise ApiException(status=410, reason="Gone")
-                    raise ApiException(status=obj.get("code") or 500, reason=obj.get("message"))
-                now = time.perf_counter()
-                with self.lock:
-                    self.rv = obj.get("metadata", {}).get("resourceVersion") or self.rv
-                    if kind != "BOOKMARK":
-                        self._store(obj, now, deleted=kind == "DELETED")
-                if self._stop.is_set():
-                    return
 
     def wait(self, key: str, done: Callable[[list[Pod]], T], timeout_s: float) -> T | None:
         """Block until ``done(pods with probe label key)`` is truthy; return that value, or None after
@@ -180,8 +240,7 @@ class PodWatch:
 
     def stop(self) -> None:
         """Stop the watch thread (closes the stream) and wake every :meth:`wait`. Never raises."""
-        self._stop.set()
-        close_watch(self._resp)
+        super().stop()
         with self.lock:
             for event in self.events.values():
                 event.set()
@@ -200,18 +259,15 @@ def close_watch(resp: Any) -> None:
             pass
 
 
-def watch_events(list_call: Callable[..., Any], *args: Any, resource_version: str | None, timeout_s: int,
-                 on_response: Callable[[Any], None], **selectors: Any) -> Generator[tuple[str, Any]]:
-    """One watch request through an official-client list call (``list_call(*args, watch=True, …)``,
-    raw JSON lines, bookmarks allowed): yields ``(type, object)`` per event (``ADDED``, ``MODIFIED``,
-    ``DELETED``, ``BOOKMARK``, ``ERROR`` with a Status object) until the server ends the watch after
-    ``timeout_s`` seconds; the object as ``json.loads`` decoded it (the caller knows the kind it listed:
-    a :class:`~.manifests.ServedPod` of a pod watch). ``on_response`` gets the HTTP response first, so
-    another thread can close it to stop the watch; the connection is released when the generator ends. Raises what the
-    client raises for a refused request (ApiException, urllib3 errors)."""
-    resp: Any = list_call(*args, **selectors, watch=True, resource_version=resource_version,
-                          allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
-                          _request_timeout=(10, timeout_s + 30))
+def watch_events(api: client.ApiClient, path: str, query: list[tuple[str, str]], timeout_s: int,
+                 on_response: Callable[[Any], None]) -> Generator[tuple[str, Any]]:
+    """One watch request of ``path`` (``query``: ``watch=true`` and its options; :func:`.client.open_stream`):
+    yields ``(type, object)`` per event (``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMARK``, ``ERROR`` with a Status
+    object) until the server ends the watch after ``timeout_s`` seconds; the object as ``json.loads`` decoded it
+    (the caller knows the kind it watches). ``on_response`` gets the HTTP response first, so another thread can
+    close it to stop the watch; the connection is released when the generator ends. Raises ApiException for a
+    refused request, urllib3 errors when there is no answer."""
+    resp = kc.open_stream(api, path, query, (10, timeout_s + 30))
     on_response(resp)
     try:
         for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
