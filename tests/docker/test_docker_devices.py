@@ -33,6 +33,7 @@ GPU_ID = "GPU-00000000-0000-4000-8000-0000000000d0"
 
 HOLD = "time.sleep(2.5)\n"
 assert HOLD in realimages.SET_DEVICES
+# entrypoint arguments are expanded by the gate ({python}, {out}): the code holds no literal brace, hence chr(125)
 SET_DEVICES_SAMPLED = realimages.SET_DEVICES.replace(HOLD, (
     "import json\n"
     "samples = os.path.dirname(sys.argv[sys.argv.index('--out') + 1]) + '-devices/.devices'\n"
@@ -42,7 +43,7 @@ SET_DEVICES_SAMPLED = realimages.SET_DEVICES.replace(HOLD, (
     "    except OSError:\n"
     "        return 0\n"
     "    head = text.split('\\n', 1)[0]\n"
-    "    if head.endswith('}') and json.loads(head).get('path') is None:\n"
+    "    if head.endswith(chr(125)) and json.loads(head).get('path') is None:\n"
     "        return 1 << 30\n"
     "    return text.count('\\n')\n"
     "wanted = 1 + 3 * max(1, len(gpus))\n"
