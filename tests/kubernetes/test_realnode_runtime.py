@@ -112,9 +112,22 @@ def test_an_image_without_the_wrappers_interpreter_says_why_never_zero(
         assert (values[name]["value"], values[name]["unavailable"]) == (None, why)
 
 
-SET_GPU = ("import os, time; uuids = [u for u in os.environ['NVIDIA_VISIBLE_DEVICES'].split(',') if u.startswith('GPU-')]; "
-           "open('/tmp/hetero-standin-smi', 'w').write(''.join(u + ' 20480 75\\n' for u in uuids)); time.sleep(2.5)")
-"""A model run that sets the stand-in nvidia-smi's answer for its GPUs (20480 MiB used, 75 %) and runs 2.5 s."""
+SET_GPU = ("import os, sys, time\n"
+           "uuids = [u for u in os.environ['NVIDIA_VISIBLE_DEVICES'].split(',') if u.startswith('GPU-')]\n"
+           "open('/tmp/hetero-standin-smi', 'w').write(''.join(u + ' 20480 75\\n' for u in uuids))\n"
+           "dev = os.path.join(os.path.dirname(sys.argv[1]), '.devices')\n"
+           "def lines():\n"
+           "    try:\n"
+           "        return open(dev).read().count(chr(10))\n"
+           "    except OSError:\n"
+           "        return 0\n"
+           "end, cap = time.monotonic() + 2.5, time.monotonic() + 60\n"
+           "while time.monotonic() < end or (lines() < 4 and time.monotonic() < cap):\n"
+           "    time.sleep(0.05)\n")
+"""A model run (``{python} -c SET_GPU {outputs}``) that sets the stand-in nvidia-smi's answer for its GPUs (20480 MiB
+used, 75 %) and holds it 2.5 s, and on until the pod wrapper's device sampler (``.devices`` in the run dir beside
+``{outputs}``: a header, then a line per sample) wrote 3 samples, 60 s at most: the sampler runs ``nvidia-smi`` once a
+second, and on a loaded node fewer than 3 may fall in a fixed 2.5 s."""
 
 
 def test_gpu_devices_are_sampled_inside_the_pod_with_nvidia_smi_or_say_why(
@@ -126,7 +139,7 @@ def test_gpu_devices_are_sampled_inside_the_pod_with_nvidia_smi_or_say_why(
     images = [{"name": "smi", "reference": SMI_STANDIN, "for": ["gpu"]},
               {"name": "replay", "reference": STANDIN, "for": ["gpu"]}]
     doc = json.loads(real_matrix(realnode.info, ns, [gpu], images=images, framework=False))
-    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", SET_GPU]
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", SET_GPU, "{outputs}"]
     with controls(realnode.info, exclusive=False):
         got = run(pytester, json.dumps(doc), run_id, "-k", "model")
     model = got[f"gpu::smi::{COMBO}::model"]
