@@ -12,7 +12,7 @@ from pytest_hetero.backends.kubernetes.startup import startup_category
 from pytest_hetero.judge.failures import TABLE, markdown, owner_category, status_of
 from pytest_hetero.pending import explain
 from pytest_hetero.pending.model import CODES, make_reason
-from pytest_hetero.pending.startup import container_reasons
+from pytest_hetero.pending.startup import ContainerState, container_reasons
 from pytest_hetero.probes.payload import FAILURE as PAYLOAD_FAILURE
 from pytest_hetero.pytest_plugin.item import STORAGE_ERRORS
 
@@ -272,7 +272,8 @@ def test_an_image_tag_that_does_not_exist_has_one_owner_on_docker_and_kubernetes
 def test_oom_at_startup_has_one_owner_on_docker_and_kubernetes() -> None:
     """Docker's startup check names an OOM-killed container ``startup_oom_killed``; the kubelet's
     ``OOMKilled`` state of a pod that did not start gets the same category (it was the algorithm's)."""
-    reasons = container_reasons("main", {"reason": "OOMKilled", "message": "", "exit_code": "137"}, {})
+    reasons = container_reasons("main", ContainerState(reason="OOMKilled", message="", exit_code="137"),
+                                ContainerState())
     assert ([r.code for r in reasons], startup_category(reasons)) == (["oom_killed"], "startup_oom_killed")
     assert owner_category("startup_oom_killed", "startup") == "platform"
     assert owner_category("oom_killed", "model") == "algorithm"

@@ -351,21 +351,21 @@ def dcgm_json_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag) -> list[Finding]:
 def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str, str], reset: set[str],
                reset_lines: dict[str, list[int]], kind: str = "kernel-log") -> Finding:
     first = recs[0]
-    number = int(first.fields["xid"])
+    number = int(first.fields.xid or "")
     info = xid_info(number)
-    cause = first.fields.get("cause")
+    cause = first.fields.cause
     failure, category, meaning = info.failure, info.category, info.meaning
     if cause:
         cause_info = xid_info(int(cause))
         failure, category = cause_info.failure, cause_info.category
         meaning = f"{info.meaning}; caused by Xid {cause} ({cause_info.meaning})"
-    pids = list(dict.fromkeys(r.fields["pid"] for r in recs if "pid" in r.fields))
-    procs = list(dict.fromkeys(r.fields["process"] for r in recs if "process" in r.fields))
-    functions = list(dict.fromkeys(r.fields["function"] for r in recs if "function" in r.fields))
-    channels = list(dict.fromkeys(r.fields["channel"] for r in recs if "channel" in r.fields))
+    pids = list(dict.fromkeys(r.fields.pid for r in recs if r.fields.pid is not None))
+    procs = list(dict.fromkeys(r.fields.process for r in recs if r.fields.process is not None))
+    functions = list(dict.fromkeys(r.fields.function for r in recs if r.fields.function is not None))
+    channels = list(dict.fromkeys(r.fields.channel for r in recs if r.fields.channel is not None))
     locations = {m.group(0) for r in recs
-                 for m in [re.search(r"\(GPC \d+, TPC \d+, SM \d+\)", r.fields.get("message", ""))] if m}
-    label = first.fields.get("gpu_label")
+                 for m in [re.search(r"\(GPC \d+, TPC \d+, SM \d+\)", r.fields.message or "")] if m}
+    label = first.fields.gpu_label
     bus = first.bus or ""
     needs_reset = bus in reset or info.action in ("reset_gpu", "reboot")
     severity = "error"
@@ -380,7 +380,7 @@ def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str
                     "gsp_functions": ", ".join(functions) or None, "channels": ", ".join(channels) or None,
                     "sm_locations": len(locations) or None, "gpu_label": label,
                     "reset_recommended": True if bus in reset else None,
-                    "needs_reset": needs_reset, "message": first.fields.get("message")},
+                    "needs_reset": needs_reset, "message": first.fields.message},
     )
 
 
@@ -411,11 +411,11 @@ def _record_groups(log: KernelLog) -> dict[tuple[str, str, str, str], list[Kerne
     groups: dict[tuple[str, str, str, str], list[KernelRecord]] = {}
     for rec in log.records:
         if rec.what == "xid":
-            key = ("xid", rec.fields["xid"], rec.bus or "", rec.fields.get("cause", ""))
+            key = ("xid", rec.fields.xid or "", rec.bus or "", rec.fields.cause or "")
         elif rec.what == "assertion":
-            key = ("assertion", rec.fields.get("error", ""), rec.bus or "", "")
+            key = ("assertion", rec.fields.error or "", rec.bus or "", "")
         else:
-            key = (rec.what, rec.fields.get("sxid", ""), rec.bus or "", "")
+            key = (rec.what, rec.fields.sxid or "", rec.bus or "", "")
         groups.setdefault(key, []).append(rec)
     return groups
 
@@ -423,36 +423,37 @@ def _record_groups(log: KernelLog) -> dict[tuple[str, str, str, str], list[Kerne
 def _assertion_finding(ctx: Ctx, piece: Piece, log: KernelLog, bus: str, recs: list[KernelRecord]) -> Finding:
     """An NVRM assertion group; ``NV_ERR_RESET_REQUIRED`` reads as a reset request."""
     first = recs[0]
-    err = first.fields.get("error", "")
+    err = first.fields.error or ""
     reset_needed = "RESET_REQUIRED" in err
     return make("kernel-log", "gpu_reset_required" if reset_needed else "nvrm_assertion",
                 category="gpu-recovery" if reset_needed else "gpu-driver",
                 failure="gpu_reset_needed" if reset_needed else "gpu_host_driver_fault",
                 severity="error",
                 meaning=("the driver reports the GPU needs a reset" if reset_needed else
-                         f"NVIDIA driver assertion {first.fields.get('assertion')}") + f" ({err})",
+                         f"NVIDIA driver assertion {first.fields.assertion}") + f" ({err})",
                 lines=ctx.src([r.index for r in recs], piece.start),
                 entity={"bus_id": bus or None, "uuid": log.uuids.get(bus)},
                 timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs),
-                quantities={"nv_error": err, "status": first.fields.get("status"),
-                            "assertion": first.fields.get("assertion")})
+                quantities={"nv_error": err, "status": first.fields.status,
+                            "assertion": first.fields.assertion})
 
 
 def _other_quantities(what: str, first: KernelRecord) -> dict[str, Value]:
     """Quantities of a non-Xid kernel event: versions of an API mismatch, the SXid, RmInitAdapter's code."""
+    fields = first.fields
     if what == "api_mismatch":
-        return {"client_version": first.fields.get("client"), "module_version": first.fields.get("module")}
+        return {"client_version": fields.client, "module_version": fields.module}
     if what == "sxid":
-        return {"sxid": int(first.fields.get("sxid", "0")), "message": first.fields.get("message")}
+        return {"sxid": int(fields.sxid or "0"), "message": fields.message}
     if what == "init_failed":
-        return {"rm_code": first.fields.get("code"), "minor": first.fields.get("minor")}
+        return {"rm_code": fields.code, "minor": fields.minor}
     if what == "fallen_off_bus":
-        return {"pci_id": first.fields.get("pci_id")}
+        return {"pci_id": fields.pci_id}
     if what == "probe_failed":
-        return {"probe_error": int(first.fields["error"]) if "error" in first.fields else None,
-                "devices_failed": int(first.fields["devices_failed"]) if "devices_failed" in first.fields else None}
+        return {"probe_error": int(fields.error) if fields.error is not None else None,
+                "devices_failed": int(fields.devices_failed) if fields.devices_failed is not None else None}
     if what == "firmware_load_failed":
-        return {"file": first.fields.get("file"), "error": int(first.fields.get("error", "0"))}
+        return {"file": fields.file, "error": int(fields.error or "0")}
     return {}
 
 
@@ -460,14 +461,14 @@ def _other_finding(ctx: Ctx, piece: Piece, log: KernelLog, what: str, bus: str, 
     """A group of one other kernel event (:data:`_OTHER`)."""
     code, category, failure, severity, meaning = _OTHER[what]
     first = recs[0]
-    idx = [r.index for r in recs] + [int(r.fields["summary_index"]) for r in recs if "summary_index" in r.fields]
+    idx = [r.index for r in recs] + [int(r.fields.summary_index) for r in recs if r.fields.summary_index is not None]
     if what == "fallen_off_bus":
         idx += [i for r in recs for i in range(max(0, r.index - 2), r.index)
                 if re.search(r"NVRM: The NVIDIA GPU|\(PCI ID:", ctx.lines(piece)[i])]
     return make("kernel-log", code, category=category, failure=failure, severity=severity, meaning=meaning,
                 lines=ctx.src(idx, piece.start),
-                entity={"bus_id": bus or None, "uuid": log.uuids.get(bus), "pid": first.fields.get("pid"),
-                        "process": first.fields.get("process")},
+                entity={"bus_id": bus or None, "uuid": log.uuids.get(bus), "pid": first.fields.pid,
+                        "process": first.fields.process},
                 timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs),
                 quantities=_other_quantities(what, first))
 

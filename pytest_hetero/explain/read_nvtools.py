@@ -42,6 +42,7 @@ def read_list(ctx: Ctx, piece: Piece) -> list[Finding]:
     lines = ctx.lines(piece)
     out: list[Finding] = []
     gpu: dict[str, str] | None = None
+    gpu_index: str | None = None  # the index of ``gpu``, the GPU the MIG lines below belong to
     gpu_at = 0
     migs: Counter[str] = Counter()
     profiles: list[str] = []
@@ -50,7 +51,8 @@ def read_list(ctx: Ctx, piece: Piece) -> list[Finding]:
         g = GPU_LINE.match(line)
         if g:
             gpus += 1
-            gpu = {"gpu_index": g.group("index"), "gpu_name": g.group("name"), "uuid": g.group("uuid")}
+            gpu_index = g.group("index")
+            gpu = {"gpu_index": gpu_index, "gpu_name": g.group("name"), "uuid": g.group("uuid")}
             gpu_at = len(out)
             out.append(make("nvidia-smi-list", "gpu_listed", category="inventory", severity="ok",
                             meaning=f"GPU {g.group('index')}: {g.group('name')}", lines=ctx.src([i], piece.start),
@@ -59,14 +61,13 @@ def read_list(ctx: Ctx, piece: Piece) -> list[Finding]:
         m = MIG_LINE.match(line)
         if m is None:
             continue
-        parent = gpu or {}
-        key = parent.get("gpu_index", "?")
+        key = gpu_index if gpu_index is not None else "?"
         migs[key] += 1
         profiles.append(m.group("profile"))
         out.append(make("nvidia-smi-list", "mig_device", category="inventory", severity="ok",
                         meaning=f"MIG device {m.group('device')} ({m.group('profile')}) on GPU {key}",
                         lines=ctx.src([i], piece.start),
-                        entity={"gpu_index": parent.get("gpu_index"), "mig_device": m.group("device"),
+                        entity={"gpu_index": gpu_index, "mig_device": m.group("device"),
                                 "uuid": m.group("uuid")},
                         quantities={"profile": m.group("profile"), **mig_name(m.group("uuid"))}))
         if gpu is not None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_hetero.errors import CaseError
 from pytest_hetero.evidence.document import RuleResult
@@ -38,11 +38,23 @@ from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, AcceptanceRule, evalu
 from pytest_hetero.truth.gate import Judged, OutputsInvalid, TruthUnusable, check_outputs, gate_values, join_problem
 
 
-class Unevaluable(RuleResult, total=False):
-    """A rule result that could not be evaluated, with the ``prefix`` that names its sample (empty for a
-    single run)."""
+class Unevaluable(TypedDict):
+    """A rule result that could not be evaluated (verdict ``not_evaluable``), with the ``prefix`` that names its
+    sample (empty for a single run): the rule's ``name``, why (``detail``), the ``problem`` (``missing``,
+    ``invalid``, ``no_truth``) and what the outputs offered (``available``: ``metrics`` and ``fields``), which
+    :func:`pytest_hetero.matrix.acceptance.evaluate` writes for every such result."""
 
+    name: str
+    detail: str
+    problem: str
+    available: dict[str, list[str]]
     prefix: str
+
+
+def _unevaluable(result: RuleResult, prefix: str) -> Unevaluable:
+    """The :class:`Unevaluable` of a ``not_evaluable`` ``result`` of sample ``prefix``."""
+    return Unevaluable(name=result["name"], detail=result["detail"], problem=result["problem"],
+                       available=result["available"], prefix=prefix)
 
 
 def check(ctx: LayerContext) -> None:
@@ -73,7 +85,7 @@ def check(ctx: LayerContext) -> None:
                     r["detail"] = "[withheld: sensitive dataset]" if r["detail"] else ""
         ctx.record("business.rules", file=str(dataset.acceptance), outputs_of="::".join(depends),
                    sensitive=dataset.sensitive, results=results, run=run or None)
-        unevaluable += [Unevaluable(**r, prefix=prefix) for r in results if r["verdict"] == NOT_EVALUABLE]
+        unevaluable += [_unevaluable(r, prefix) for r in results if r["verdict"] == NOT_EVALUABLE]
         failed = [r for r in results if r["verdict"] == "fail"]
         if failed:
             text = _failed_text(failed)
@@ -176,14 +188,14 @@ def not_evaluable(rules: list[AcceptanceRule], results: list[Unevaluable]) -> La
     offered. Rules of different causes (a typo in the rules beside a metric the outputs lack) keep
     each cause in ``causes``, so each goes to its own owner."""
     first = results[0]
-    offered = first.get("available") or {"metrics": [], "fields": []}
+    offered = first["available"]
     names = offered["metrics"] + offered["fields"]
     close = {}
     for result in results:
         rule = next((r for r in rules if r["name"] == result["name"]), None)
         wanted = _wanted(rule) if rule is not None else ""
         match = difflib.get_close_matches(wanted, names, n=1, cutoff=0.75) if wanted else []
-        if result.get("problem") == "missing" and match:
+        if result["problem"] == "missing" and match:
             close[result["name"]] = match[0]
     text = "; ".join(f"{r['prefix']}rule {r['name']}: {r['detail'].removeprefix('cannot evaluate: ')}"
                      + (f" (did you mean '{close[r['name']]}'?)" if r["name"] in close else "") for r in results)
@@ -207,9 +219,9 @@ def _cause(result: Unevaluable, close: dict[str, str]) -> str:
     be used."""
     if result["name"] in close:
         return "rules_error"
-    if result.get("problem") == "no_truth":
+    if result["problem"] == "no_truth":
         return "no_truth"
-    return "outputs_missing_metric" if result.get("problem") == "missing" else "outputs_invalid"
+    return "outputs_missing_metric" if result["problem"] == "missing" else "outputs_invalid"
 
 
 def _wanted(rule: AcceptanceRule) -> str:

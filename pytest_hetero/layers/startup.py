@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, InterpreterView, Started, StartedOn
 from pytest_hetero.errors import ParseError
@@ -43,6 +43,10 @@ from pytest_hetero.probes.payload import (
     tool_inventory,
 )
 from pytest_hetero.probes.payload_rules import listed_devices
+
+if TYPE_CHECKING:
+    from pytest_hetero.probes.compare import DifferenceDict, ExpectationFields
+
 
 DEVICE_EXPECT = frozenset({"devices", "product", "min_memory_mib", "driver", "cuda", "cann", "mig_profile"})
 """``expect`` keys the device inventory inside the workload is compared against."""
@@ -216,7 +220,7 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
             ctx.record("scope.not_proven", layer="startup", part=", ".join(f"expect.{k}" for k in unchecked),
                        reason="the image has no vendor tool (nvidia-smi / npu-smi) to read the devices with, "
                               "so these expectations were not compared inside the workload")
-    differences = (checked or {}).get("differences") or []
+    differences = checked["differences"] if checked is not None else []
     if differences:
         raise LayerFailed(f"device inventory in {started.name}{where}: "
                           + "; ".join(d["message"] for d in differences), "device_inventory_mismatch")
@@ -228,7 +232,42 @@ DEVICE_NODES = {"nvidia": (re.compile(r"/dev/nvidia\d+"), "NVIDIA_VISIBLE_DEVICE
 device plugin sets to the devices it allocated."""
 
 
-def visible_devices(resource: Resource, report: PayloadReport) -> dict[str, Any] | None:
+class DeviceVisibility(TypedDict):
+    """The ``startup.devices`` record data (:func:`visible_devices`, every key written): the device ``resource``
+    named, how many were ``allocated`` and are ``visible``, the per-device ``device_nodes`` seen, the visibility
+    variable (``visibility_variable``) and its value as set (``visibility_value``; None: unset), the devices it
+    lists (``listed``; None: all or none said), the ``verdict`` (``ok``, ``over_allocated``, ``missing``) and a
+    one-line ``message``."""
+
+    resource: str
+    allocated: int
+    visible: int
+    device_nodes: list[str]
+    visibility_variable: str
+    visibility_value: str | None
+    listed: int | None
+    verdict: str
+    message: str
+
+
+class InventoryCheck(TypedDict):
+    """The ``startup.inventory`` record data (:func:`inventory_check`, every key written): the ``node`` (None
+    without nodes), the inventory's ``source``, the device ``resource``, the devices ``allocated`` and
+    ``devices_seen``, the node's advertised ``node_capacity``/``node_allocatable`` of that resource (None where not
+    listed), the ``expected`` fields compared and the ``differences`` found."""
+
+    node: str | None
+    source: str
+    resource: str
+    allocated: int
+    devices_seen: int
+    node_capacity: str | None
+    node_allocatable: str | None
+    expected: ExpectationFields
+    differences: list[DifferenceDict]
+
+
+def visible_devices(resource: Resource, report: PayloadReport) -> DeviceVisibility | None:
     """The devices the container sees against those allocated to it: the ``startup.devices`` record
     data, or None for a resource whose vendor has no per-device nodes (CPU).
 
@@ -265,7 +304,7 @@ def visible_devices(resource: Resource, report: PayloadReport) -> dict[str, Any]
             "message": message}
 
 
-def inventory_check(resource: Resource, report: PayloadReport, node: StartedOn | None) -> dict[str, Any] | None:
+def inventory_check(resource: Resource, report: PayloadReport, node: StartedOn | None) -> InventoryCheck | None:
     """Compare the device inventory the payload read inside the workload (``nvidia-smi``/``npu-smi``)
     with what was allocated and the matrix expects; the ``startup.inventory`` record data
     (``differences``: ``[{"category", "message", "expected", "actual", "device"}]``, see

@@ -79,11 +79,11 @@ def judge(rule: TaskQueue, request: JobRequest, job: JobPlacement) -> None:
                           f"(spec.task_queues line {rule.line})", "queue_wait_exceeded")
     if job.placed < job.workers:
         raise LayerFailed(job.message, (job.decisive["code"] if job.decisive else None) or "scheduling_timeout")
-    broken = [r for r in job.rendezvous if not r.get("ok")]
+    broken = [r for r in job.rendezvous if not r["ok"]]
     if job.workers > 1 and (broken or len(job.rendezvous) < job.workers):
         raise LayerFailed(f"the {job.workers} pods of the {rule.task_type} job did not all reach each other "
                           f"through headless Service {job.service}: " + "; ".join(
-                              f"pod {r.get('index')}: {r.get('error')}" for r in broken), "gang_rendezvous_failed")
+                              f"pod {r['index']}: {r['error']}" for r in broken), "gang_rendezvous_failed")
 
 
 def mismatches(rule: TaskQueue, request: JobRequest, admission: JobAdmission | WorkloadSeen) -> list[str]:

@@ -28,6 +28,7 @@ from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_
 from pytest_hetero.pending.startup import (
     PULL,
     START,
+    ContainerState,
     classify_startup,
     container_reasons,
     container_state,
@@ -148,8 +149,8 @@ def unwrap(text: str) -> list[str]:
     return out
 
 
-_STATE_KEYS = {"Reason": "reason", "Message": "message", "Exit Code": "exit_code"}
-"""Fields of a ``State:``/``Last State:`` block -> the keys :func:`container_reasons` reads."""
+_STATE_KEYS = ("Reason", "Message", "Exit Code")
+"""Fields of a ``State:``/``Last State:`` block that :func:`container_reasons` reads."""
 
 
 def _pod_admission(lines: list[str]) -> list[Reason]:
@@ -176,8 +177,8 @@ class _DescribeScan:
     image: str | None = None
     block: str = ""
     label: str = ""
-    state: dict[str, str] = field(default_factory=dict)
-    last: dict[str, str] = field(default_factory=dict)
+    state: ContainerState = field(default_factory=ContainerState)
+    last: ContainerState = field(default_factory=ContainerState)
     in_events: bool = False
     event: list[str] | None = None
     events: list[list[str]] = field(default_factory=list)
@@ -186,8 +187,7 @@ class _DescribeScan:
         """Add the current container's reasons; start its state maps afresh."""
         found = container_reasons(self.container, self.state, self.last, image=self.image)
         self.reasons.extend(r for r in found if r not in self.reasons)
-        self.state.clear()
-        self.last.clear()
+        self.state, self.last = ContainerState(), ContainerState()
 
     def read(self, line: str) -> None:
         """Take one (unwrapped) line."""
@@ -207,8 +207,12 @@ class _DescribeScan:
         if m:
             self._field(m.group(1), m.group(2))
         elif self.label == "Message" and self.block and line.strip() and not line.strip().startswith("...."):
-            target = self.state if self.block == "state" else self.last
-            target["message"] = target.get("message", "") + " " + line.strip()
+            target = self._block_state()
+            target.message = (target.message or "") + " " + line.strip()
+
+    def _block_state(self) -> ContainerState:
+        """The state the current block (``state``/``last``) fills."""
+        return self.state if self.block == "state" else self.last
 
     def _event_line(self, line: str) -> None:
         """An ``Events:`` row, or the continuation of a wrapped message."""
@@ -227,9 +231,15 @@ class _DescribeScan:
             self.image = value or None
         if label in ("State", "Last State"):
             self.block = "state" if label == "State" else "last"
-            (self.state if self.block == "state" else self.last)["phase"] = value
+            self._block_state().phase = value
         elif label in _STATE_KEYS and self.block:
-            (self.state if self.block == "state" else self.last)[_STATE_KEYS[label]] = value
+            target = self._block_state()
+            if label == "Reason":
+                target.reason = value
+            elif label == "Message":
+                target.message = value
+            else:
+                target.exit_code = value
         elif label not in ("Started", "Finished", "Signal"):
             self.block = ""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_hetero.pending.model import Reason, make_reason
@@ -105,30 +105,37 @@ def classify_startup(
     return None
 
 
+@dataclass
+class ContainerState:
+    """One state of a container (its current one or its last termination), as ``kubectl describe pod`` prints it
+    (a ``State:``/``Last State:`` block) or a Pod's ``status.containerStatuses[]`` serves it (core/v1
+    ``ContainerState``): the block's ``phase`` (``Waiting``, ``Terminated``… as printed), the ``reason``, the
+    ``message`` and the ``exit_code`` (``Exit Code``/``exitCode`` as text), each None until read."""
+
+    phase: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    exit_code: str | None = None
+
+    def known(self) -> bool:
+        """True when any field of the state was read (a ``Last State:`` block, a waiting/terminated state)."""
+        return any(value is not None for value in (self.phase, self.reason, self.message, self.exit_code))
+
+
 def container_reasons(
-    container: str | None, state: Mapping[str, str], last: Mapping[str, str], *, image: str | None = None
+    container: str | None, state: ContainerState, last: ContainerState, *, image: str | None = None
 ) -> list[Reason]:
-    """Reasons from a container's current and last state (``reason``/``message``/``exit_code`` keys).
+    """Reasons from a container's current and last state (its reason, message and exit code).
 
     ``image`` (as the Pod spec or status names it) is recorded in each reason's ``detail``.
 
     A ``crash_loop`` names the last termination as its ``cause`` when that is known (its owner is then the
     cause's), and the cause itself is reported too (e.g. ``device_runtime_error`` behind a CrashLoopBackOff).
     """
-    now = classify_startup(
-        state.get("reason", ""),
-        state.get("message", ""),
-        exit_code=state.get("exit_code"),
-        container=container,
-    )
+    now = classify_startup(state.reason or "", state.message or "", exit_code=state.exit_code, container=container)
     before = (
-        classify_startup(
-            last.get("reason", ""),
-            last.get("message", ""),
-            exit_code=last.get("exit_code"),
-            container=container,
-        )
-        if last
+        classify_startup(last.reason or "", last.message or "", exit_code=last.exit_code, container=container)
+        if last.known()
         else None
     )
     out: list[Reason] = []
@@ -139,7 +146,7 @@ def container_reasons(
                 "crash_loop",
                 now.message,
                 cause=before.cause or before.code,
-                detail={**now.detail, "last_state_reason": last.get("reason", "")},
+                detail={**now.detail, "last_state_reason": last.reason or ""},
             )
         out.append(now)
     if before is not None and (now is None or now.code == "crash_loop"):
@@ -195,16 +202,15 @@ def kubelet_admission(reason: str, message: str) -> Reason | None:
     return None
 
 
-def container_state(entry: Mapping[str, Any]) -> dict[str, str]:
+def container_state(entry: Mapping[str, Any]) -> ContainerState:
     """One container state of a Pod's ``status.containerStatuses[]`` (``state`` or ``lastState``, core/v1
-    ``ContainerState``: ``{"waiting": {...}}`` or ``{"terminated": {...}}``) -> ``{"reason", "message"}``
-    plus ``"exit_code"`` (``exitCode`` as text) for a terminated container; ``{}`` when the container is
-    running or the state is empty. Never raises."""
+    ``ContainerState``: ``{"waiting": {...}}`` or ``{"terminated": {...}}``) -> its ``reason`` and ``message``
+    ("" when absent) plus the ``exit_code`` (``exitCode`` as text) of a terminated container; nothing known
+    when the container is running or the state is empty. Never raises."""
     for kind in ("waiting", "terminated"):
         part = entry.get(kind)
         if isinstance(part, Mapping):
-            out = {"reason": str(part.get("reason", "")), "message": str(part.get("message", ""))}
-            if kind == "terminated" and "exitCode" in part:
-                out["exit_code"] = str(part["exitCode"])
-            return out
-    return {}
+            return ContainerState(reason=str(part.get("reason", "")), message=str(part.get("message", "")),
+                                  exit_code=str(part["exitCode"]) if kind == "terminated" and "exitCode" in part
+                                  else None)
+    return ContainerState()

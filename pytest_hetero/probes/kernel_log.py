@@ -61,6 +61,40 @@ _KERNEL_RELEASE = re.compile(r"Tainted:.*?\s(?P<release>\d+\.\d+\.\d+-\S+)")
 
 
 @dataclass
+class KernelFields:
+    """What a recognised kernel line says beside its kind, each as printed (None: the line does not say it).
+
+    Xid: ``xid`` (number), ``message``, ``pid`` and ``process`` when known, the ``cause`` (``caused by previous
+    Xid N``), GSP ``gpu_label`` (``GPU3``), ``channel``, GSP ``function`` (``N (name)``); SXid: ``sxid`` and
+    ``message``; fallen off the bus: ``message`` and the ``pci_id`` (``10de:2330``) of the lines above; probe failure:
+    the ``error`` of the per-device line, ``devices_failed`` and the ``summary_index`` (line) of the summary;
+    firmware: ``file`` and ``error``; RmInitAdapter: ``message``, ``code``, ``minor``; assertion: ``assertion``,
+    ``error`` (``NV_ERR_*``), ``status`` (hex) and ``message``; API mismatch: ``client`` and ``module`` versions;
+    reset required: ``message``; OOM kill: ``pid`` and ``process``."""
+
+    xid: str | None = None
+    message: str | None = None
+    pid: str | None = None
+    process: str | None = None
+    cause: str | None = None
+    gpu_label: str | None = None
+    channel: str | None = None
+    function: str | None = None
+    sxid: str | None = None
+    pci_id: str | None = None
+    error: str | None = None
+    devices_failed: str | None = None
+    summary_index: str | None = None
+    file: str | None = None
+    code: str | None = None
+    minor: str | None = None
+    assertion: str | None = None
+    status: str | None = None
+    client: str | None = None
+    module: str | None = None
+
+
+@dataclass
 class KernelRecord:
     """One recognised kernel line: ``what`` (``xid``, ``sxid``, ``fallen_off_bus``, ``init_failed``,
     ``reset_required``, ``assertion``, ``api_mismatch``, ``peermem``, ``oom_kill``), its 0-based
@@ -72,7 +106,7 @@ class KernelRecord:
     timestamp: str | None
     bus: str | None = None
     uptime: str | None = None
-    fields: dict[str, str] = field(default_factory=dict)
+    fields: KernelFields = field(default_factory=KernelFields)
 
 
 @dataclass
@@ -127,30 +161,24 @@ class _KernelScan:
     release: str | None = None
     last_bus: str | None = None
 
-    def add(self, what: str, index: int, bus: str | None = None, fields: dict[str, str] | None = None) -> None:
+    def add(self, what: str, index: int, bus: str | None = None, fields: KernelFields | None = None) -> None:
         """Record line ``index`` as ``what`` with its time as printed."""
         stamp, uptime, _ = line_time(self.lines[index])
-        self.records.append(KernelRecord(what, index, stamp, bus, uptime if stamp != uptime else None, fields or {}))
+        self.records.append(KernelRecord(what, index, stamp, bus, uptime if stamp != uptime else None,
+                                         fields or KernelFields()))
 
 
-def _xid_fields(xid: re.Match[str], line: str) -> dict[str, str]:
+def _xid_fields(xid: re.Match[str], line: str) -> KernelFields:
     """Fields of an Xid line: number, message, pid and process when known, ``caused by previous Xid``,
     GSP GPU label, channel, GSP ``Expected function``."""
-    fields = {"xid": xid.group("xid"), "message": xid.group("msg").strip()}
     pid = (xid.group("pid") or "").strip("'\" ")
-    if pid and pid != "<unknown>":
-        fields["pid"] = pid
     name = (xid.group("name") or "").strip().strip("<>'\"")
-    if name and name != "unknown":
-        fields["process"] = name
-    for pattern, key in ((_CAUSE, "cause"), (_GSP_GPU, "gpu_label"), (_CHANNEL, "channel")):
-        m = pattern.search(line)
-        if m:
-            fields[key] = m.group(1)
+    cause, label, channel = (m.group(1) if m else None for m in (p.search(line) for p in (_CAUSE, _GSP_GPU, _CHANNEL)))
     fn = _FUNCTION.search(line)
-    if fn:
-        fields["function"] = f"{fn.group('n')} ({fn.group('name')})"
-    return fields
+    return KernelFields(xid=xid.group("xid"), message=xid.group("msg").strip(),
+                        pid=pid if pid and pid != "<unknown>" else None,
+                        process=name if name and name != "unknown" else None, cause=cause, gpu_label=label,
+                        channel=channel, function=f"{fn.group('n')} ({fn.group('name')})" if fn else None)
 
 
 def _xid(scan: _KernelScan, index: int, line: str) -> bool:
@@ -185,7 +213,7 @@ def _sxid(scan: _KernelScan, index: int, line: str) -> bool:
     m = _SXID.search(line)
     if not m:
         return False
-    scan.add("sxid", index, m.group("bus").lower(), {"sxid": m.group("sxid"), "message": m.group("msg").strip()})
+    scan.add("sxid", index, m.group("bus").lower(), KernelFields(sxid=m.group("sxid"), message=m.group("msg").strip()))
     return True
 
 
@@ -196,12 +224,12 @@ def _off_bus(scan: _KernelScan, index: int, line: str) -> bool:
     if not _OFF_BUS.search(line):
         return False
     bus = _nvrm_bus(line)
-    fields = {"message": line[line.find("NVRM") :].strip()}
+    fields = KernelFields(message=line[line.find("NVRM") :].strip())
     if bus is None:
         for back in range(index - 1, max(-1, index - 3), -1):
             pci = _PCI_ID.search(scan.lines[back])
             if pci:
-                fields["pci_id"] = pci.group("id").lower()
+                fields.pci_id = pci.group("id").lower()
             gpu = _THE_GPU.search(scan.lines[back])
             if gpu:
                 bus = gpu.group("bus").lower()[:10]
@@ -219,12 +247,13 @@ def _probe(scan: _KernelScan, index: int, line: str) -> bool:
     if m.group("n"):
         last = next((r for r in reversed(scan.records) if r.what == "probe_failed"), None)
         if last is not None:
-            last.fields["devices_failed"] = m.group("n")
-            last.fields.setdefault("summary_index", str(index))
+            last.fields.devices_failed = m.group("n")
+            if last.fields.summary_index is None:
+                last.fields.summary_index = str(index)
             return True
-        scan.add("probe_failed", index, None, {"devices_failed": m.group("n")})
+        scan.add("probe_failed", index, None, KernelFields(devices_failed=m.group("n")))
         return True
-    scan.add("probe_failed", index, m.group("bus").lower()[:10], {"error": m.group("err")})
+    scan.add("probe_failed", index, m.group("bus").lower()[:10], KernelFields(error=m.group("err")))
     return True
 
 
@@ -233,7 +262,8 @@ def _firmware(scan: _KernelScan, index: int, line: str) -> bool:
     m = _FIRMWARE.search(line)
     if not m:
         return False
-    scan.add("firmware_load_failed", index, _bus(line[: m.start()]), {"file": m.group("file"), "error": m.group("err")})
+    scan.add("firmware_load_failed", index, _bus(line[: m.start()]),
+             KernelFields(file=m.group("file"), error=m.group("err")))
     return True
 
 
@@ -241,11 +271,7 @@ def _init_failed(scan: _KernelScan, index: int, line: str) -> bool:
     m = _INIT.search(line)
     if not m:
         return False
-    fields = {"message": _nvrm_text(line)}
-    if m.group("code"):
-        fields["code"] = m.group("code")
-    if m.group("minor"):
-        fields["minor"] = m.group("minor")
+    fields = KernelFields(message=_nvrm_text(line), code=m.group("code") or None, minor=m.group("minor") or None)
     scan.add("init_failed", index, _nvrm_bus(line), fields)
     return True
 
@@ -254,8 +280,8 @@ def _assertion(scan: _KernelScan, index: int, line: str) -> bool:
     m = _ASSERT.search(line)
     if not m:
         return False
-    scan.add("assertion", index, _nvrm_bus(line), {"assertion": m.group("what"), "error": m.group("err"),
-                                                   "status": m.group("hex"), "message": _nvrm_text(line)})
+    scan.add("assertion", index, _nvrm_bus(line), KernelFields(assertion=m.group("what"), error=m.group("err"),
+                                                                status=m.group("hex"), message=_nvrm_text(line)))
     return True
 
 
@@ -267,7 +293,7 @@ def _api_mismatch(scan: _KernelScan, index: int, line: str) -> bool:
         m = _API.search(line + " " + following[line_time(following)[2] :].replace("NVRM:", ""))
     if not m:
         return False
-    scan.add("api_mismatch", index, None, {"client": m.group("client"), "module": m.group("module")})
+    scan.add("api_mismatch", index, None, KernelFields(client=m.group("client"), module=m.group("module")))
     return True
 
 
@@ -282,7 +308,8 @@ def _loading(scan: _KernelScan, index: int, line: str) -> bool:
 def _reset(scan: _KernelScan, index: int, line: str) -> bool:
     if not (_RESET.search(line) and "NVRM" in line):
         return False
-    scan.add("reset_required", index, _nvrm_bus(line) or scan.last_bus, {"message": line[line.find("NVRM") :].strip()})
+    scan.add("reset_required", index, _nvrm_bus(line) or scan.last_bus,
+             KernelFields(message=line[line.find("NVRM") :].strip()))
     return True
 
 
@@ -297,7 +324,7 @@ def _oom(scan: _KernelScan, index: int, line: str) -> bool:
     m = _OOM.search(line)
     if not m:
         return False
-    scan.add("oom_kill", index, None, {"pid": m.group("pid"), "process": m.group("name")})
+    scan.add("oom_kill", index, None, KernelFields(pid=m.group("pid"), process=m.group("name")))
     return True
 
 

@@ -178,12 +178,14 @@ def _kmsg(line: str) -> tuple[str, Prefix | None]:
     return f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] " + rest, Prefix(line[: m.end()])
 
 
-def _join(head: Prefix | None, text: str, **kw: str | None) -> Prefix:
-    """``head`` extended by the removed ``text``; the outermost host is kept, inner fields fill the rest."""
+def _join(head: Prefix | None, text: str, *, host: str | None = None, time: str | None = None,
+          tag: str | None = None, rank: str | None = None) -> Prefix:
+    """``head`` extended by the removed ``text`` and the fields it read; the outermost host is kept, inner fields
+    fill the rest."""
     if head is None:
-        return Prefix(text, **kw)
-    return Prefix(head.text + text, host=head.host or kw.get("host"), time=kw.get("time") or head.time,
-                  tag=kw.get("tag") or head.tag, rank=kw.get("rank") or head.rank)
+        return Prefix(text, host=host, time=time, tag=tag, rank=rank)
+    return Prefix(head.text + text, host=head.host or host, time=time or head.time, tag=tag or head.tag,
+                  rank=rank or head.rank)
 
 
 def _outer(line: str, hosts: set[str]) -> tuple[str, Prefix | None]:

@@ -168,8 +168,8 @@ def xid_inventory(text: str) -> Inventory:
             continue  # already reported by that GPU's Xid line
         if record.what in ("fallen_off_bus", "init_failed", "reset_required", "assertion", "api_mismatch"):
             where = f" on PCI:{record.bus}" if record.bus else ""
-            line = f"{record.what.replace('_', ' ')}{where} ({record.timestamp}): {record.fields.get('message', '')}"
-            if not any(record.fields.get("message", "?") in e for e in errors):
+            line = f"{record.what.replace('_', ' ')}{where} ({record.timestamp}): {record.fields.message or ''}"
+            if not any((record.fields.message if record.fields.message is not None else "?") in e for e in errors):
                 errors.append(line.rstrip(": "))
     return Inventory(
         vendor="nvidia",

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, fields
+from typing import ClassVar
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import _values as v
@@ -119,6 +121,91 @@ def _first(gpu: _Gpu, *paths: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class GpuTexts:
+    """The texts of one ``<gpu>`` element that the reader uses, read once (None: absent, empty, deprecated or
+    an error marker such as ``[N/A]``, which :class:`_Gpu` notes). Each field's path(s) in
+    ``nvsmi_device_v10..v13`` are in :attr:`PATHS`; the fields are read in declaration order, so the field-read
+    errors come in the order the reader always reported them; a field not to be read (``skip``) stays None."""
+
+    pending_retirement: str | None
+    pending_blacklist: str | None
+    remapped_row_pending: str | None
+    remapped_row_failure: str | None
+    reset_required: str | None
+    architecture: str | None
+    brand: str | None
+    minor_number: str | None
+    persistence_mode: str | None
+    performance_state: str | None
+    compute_mode: str | None
+    mig_mode_current: str | None
+    mig_mode_pending: str | None
+    ecc_mode: str | None
+    retired_pages_sbe: str | None
+    retired_pages_dbe: str | None
+    remapped_rows_uncorrectable: str | None
+    fan_speed: str | None
+    memory_reserved: str | None
+    memory_free: str | None
+    memory_util: str | None
+    vbios_version: str | None
+    product_name: str | None
+    uuid: str | None
+    serial: str | None
+    pci_bus_id: str | None
+    memory_total: str | None
+    memory_used: str | None
+    gpu_temp: str | None
+    power_draw: str | None
+    power_limit: str | None
+    gpu_util: str | None
+
+    PATHS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "pending_retirement": ("retired_pages/pending_retirement",),
+        "pending_blacklist": ("retired_pages/pending_blacklist",),
+        "remapped_row_pending": ("remapped_rows/remapped_row_pending",),
+        "remapped_row_failure": ("remapped_rows/remapped_row_failure",),
+        "reset_required": ("gpu_reset_status/reset_required",),
+        "architecture": ("product_architecture",),
+        "brand": ("product_brand",),
+        "minor_number": ("minor_number",),
+        "persistence_mode": ("persistence_mode",),
+        "performance_state": ("performance_state",),
+        "compute_mode": ("compute_mode",),
+        "mig_mode_current": ("mig_mode/current_mig",),
+        "mig_mode_pending": ("mig_mode/pending_mig",),
+        "ecc_mode": ("ecc_mode/current_ecc",),
+        "retired_pages_sbe": ("retired_pages/multiple_single_bit_retirement/retired_count",),
+        "retired_pages_dbe": ("retired_pages/double_bit_retirement/retired_count",),
+        "remapped_rows_uncorrectable": ("remapped_rows/remapped_row_unc",),
+        "fan_speed": ("fan_speed",),
+        "memory_reserved": ("fb_memory_usage/reserved",),
+        "memory_free": ("fb_memory_usage/free",),
+        "memory_util": ("utilization/memory_util",),
+        "vbios_version": ("vbios_version",),
+        "product_name": ("product_name",),
+        "uuid": ("uuid",),
+        "serial": ("serial",),
+        "pci_bus_id": ("pci/pci_bus_id",),
+        "memory_total": ("fb_memory_usage/total",),
+        "memory_used": ("fb_memory_usage/used",),
+        "gpu_temp": ("temperature/gpu_temp",),
+        "power_draw": ("{power}/power_draw", "{power}/instant_power_draw", "{power}/average_power_draw"),
+        "power_limit": ("{power}/current_power_limit", "{power}/power_limit", "{power}/enforced_power_limit"),
+        "gpu_util": ("utilization/gpu_util",),
+    }
+    """Field -> its path(s) under ``<gpu>``, the first that has a value wins; ``{power}``: the power block's
+    tag (``power_readings`` up to driver 530, ``gpu_power_readings`` from 535)."""
+
+    @classmethod
+    def read(cls, gpu: _Gpu, power: str, skip: frozenset[str]) -> GpuTexts:
+        """Read every field but those named in ``skip`` from ``gpu`` (``power``: the power block's tag)."""
+        texts = {f.name: None if f.name in skip else _first(gpu, *(p.format(power=power) for p in cls.PATHS[f.name]))
+                 for f in fields(cls)}
+        return cls(**texts)
+
+
 def _any_yes(*texts: str | None) -> bool | None:
     read = [v.yes(t) for t in texts if v.yes(t) is not None]
     return any(read) if read else None
@@ -129,66 +216,55 @@ def _device(el: ET.Element, position: int, warnings: list[str]) -> Device:
     power = "gpu_power_readings" if el.find("gpu_power_readings") is not None else "power_readings"
     remap = el.find("remapped_rows")
     remapped = remap is not None and len(remap) > 0  # an empty <remapped_rows/> reports nothing
+    bus_attr = el.get("id")
+    skip = frozenset(([] if remapped else ["remapped_row_pending", "remapped_row_failure"])
+                     + (["pci_bus_id"] if bus_attr else []))
+    t = GpuTexts.read(g, power, skip)
     inputs = HealthInputs(
         ecc_volatile_uncorrectable=_sum_uncorrectable(_find(el, "ecc_errors/volatile")),
-        retired_pages_pending=_any_yes(
-            g.get("retired_pages/pending_retirement"), g.get("retired_pages/pending_blacklist")
-        ),
-        remapped_rows_pending=v.yes(g.get("remapped_rows/remapped_row_pending")) if remapped else None,
-        remapped_rows_failure=v.yes(g.get("remapped_rows/remapped_row_failure")) if remapped else None,
-        reset_required=v.yes(g.get("gpu_reset_status/reset_required")),
+        retired_pages_pending=_any_yes(t.pending_retirement, t.pending_blacklist),
+        remapped_rows_pending=v.yes(t.remapped_row_pending) if remapped else None,
+        remapped_rows_failure=v.yes(t.remapped_row_failure) if remapped else None,
+        reset_required=v.yes(t.reset_required),
     )
     extra = {
-        "architecture": v.text_or_none(g.get("product_architecture")),
-        "brand": v.text_or_none(g.get("product_brand")),
-        "minor_number": v.integer(g.get("minor_number")),
-        "persistence_mode": v.text_or_none(g.get("persistence_mode")),
-        "performance_state": v.text_or_none(g.get("performance_state")),
-        "compute_mode": v.text_or_none(g.get("compute_mode")),
-        "mig_mode_current": v.text_or_none(g.get("mig_mode/current_mig")),
-        "mig_mode_pending": v.text_or_none(g.get("mig_mode/pending_mig")),
-        "ecc_mode": v.text_or_none(g.get("ecc_mode/current_ecc")),
+        "architecture": v.text_or_none(t.architecture),
+        "brand": v.text_or_none(t.brand),
+        "minor_number": v.integer(t.minor_number),
+        "persistence_mode": v.text_or_none(t.persistence_mode),
+        "performance_state": v.text_or_none(t.performance_state),
+        "compute_mode": v.text_or_none(t.compute_mode),
+        "mig_mode_current": v.text_or_none(t.mig_mode_current),
+        "mig_mode_pending": v.text_or_none(t.mig_mode_pending),
+        "ecc_mode": v.text_or_none(t.ecc_mode),
         "ecc_volatile_uncorrectable": inputs.ecc_volatile_uncorrectable,
         "ecc_aggregate_uncorrectable": _sum_uncorrectable(_find(el, "ecc_errors/aggregate")),
-        "retired_pages_sbe": v.integer(g.get("retired_pages/multiple_single_bit_retirement/retired_count")),
-        "retired_pages_dbe": v.integer(g.get("retired_pages/double_bit_retirement/retired_count")),
-        "remapped_rows_uncorrectable": v.integer(g.get("remapped_rows/remapped_row_unc")),
-        "fan_speed_pct": v.number(g.get("fan_speed")),
-        "memory_reserved_mib": v.mib(g.get("fb_memory_usage/reserved")),
-        "memory_free_mib": v.mib(g.get("fb_memory_usage/free")),
-        "memory_util_pct": v.number(g.get("utilization/memory_util")),
-        "vbios_version": v.text_or_none(g.get("vbios_version")),
+        "retired_pages_sbe": v.integer(t.retired_pages_sbe),
+        "retired_pages_dbe": v.integer(t.retired_pages_dbe),
+        "remapped_rows_uncorrectable": v.integer(t.remapped_rows_uncorrectable),
+        "fan_speed_pct": v.number(t.fan_speed),
+        "memory_reserved_mib": v.mib(t.memory_reserved),
+        "memory_free_mib": v.mib(t.memory_free),
+        "memory_util_pct": v.number(t.memory_util),
+        "vbios_version": v.text_or_none(t.vbios_version),
     }
-    name = v.text_or_none(g.get("product_name"))
-    uuid = v.text_or_none(g.get("uuid"))
-    serial = v.text_or_none(g.get("serial"))
-    bus = el.get("id") or v.text_or_none(g.get("pci/pci_bus_id"))
-    total, used = v.mib(g.get("fb_memory_usage/total")), v.mib(g.get("fb_memory_usage/used"))
-    temp = v.number(g.get("temperature/gpu_temp"))
-    draw = v.number(
-        _first(g, f"{power}/power_draw", f"{power}/instant_power_draw", f"{power}/average_power_draw")
-    )
-    limit = v.number(
-        _first(g, f"{power}/current_power_limit", f"{power}/power_limit", f"{power}/enforced_power_limit")
-    )
-    util = v.number(g.get("utilization/gpu_util"))
     inputs.field_errors = tuple(g.errors)
     health, raw, reasons = verdict(inputs)
     return Device(
         vendor="nvidia",
         index=position,
-        name=name,
-        uuid=uuid,
-        serial=serial,
-        bus_id=bus,
-        memory_total_mib=total,
-        memory_used_mib=used,
+        name=v.text_or_none(t.product_name),
+        uuid=v.text_or_none(t.uuid),
+        serial=v.text_or_none(t.serial),
+        bus_id=bus_attr or v.text_or_none(t.pci_bus_id),
+        memory_total_mib=v.mib(t.memory_total),
+        memory_used_mib=v.mib(t.memory_used),
         health=health,
         health_raw=raw,
-        temperature_c=temp,
-        power_w=draw,
-        power_limit_w=limit,
-        utilisation_pct=util,
+        temperature_c=v.number(t.gpu_temp),
+        power_w=v.number(t.power_draw),
+        power_limit_w=v.number(t.power_limit),
+        utilisation_pct=v.number(t.gpu_util),
         partitions=tuple(_partition(p) for p in el.iterfind("mig_devices/mig_device")),
         processes=tuple(_process(p) for p in el.iterfind("processes/process_info")),
         errors=reasons,
