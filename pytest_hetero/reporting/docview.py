@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, EvidenceDocument, RunSection
@@ -85,12 +85,9 @@ class TargetView:
 
 def targets(evidence: EvidenceDocument) -> list[TargetView]:
     """The document's target fingerprints (none when it has no ``target`` section), each read once."""
-    return [_target(raw) for raw in evidence.get("target") or []]
-
-
-def _target(raw: dict[str, Any]) -> TargetView:
-    return TargetView(backend=raw.get("backend"), identity=raw.get("identity"), nodes=raw.get("nodes"),
-                      versions=raw.get("versions"), images=raw.get("images"), matrix=raw.get("matrix"))
+    return [TargetView(backend=raw.get("backend"), identity=raw.get("identity"), nodes=raw.get("nodes"),
+                       versions=raw.get("versions"), images=raw.get("images"), matrix=raw.get("matrix"))
+            for raw in evidence.get("target") or []]
 
 
 @dataclass(frozen=True)
