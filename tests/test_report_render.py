@@ -26,6 +26,7 @@ from pytest_hetero.reporting.ctrf import CtrfReport, render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
 from pytest_hetero.reporting.view import HeatCell, SubCell, heatgrid, heatmap
+from pytest_hetero.vocab import STATUSES
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
 # folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
@@ -355,3 +356,15 @@ def test_terminal_control_codes_from_a_model_reach_no_rendering() -> None:
     for text in (markdown, html, junit):
         assert not any(c in text for c in "\x1b\x00\x08")
     junit_valid(junit)
+
+
+def test_every_status_has_its_place_in_each_renderings_status_table() -> None:
+    """The renderings subscript these tables with an item's status (a Status): each must name every status, so a
+    status added to the vocabulary without a place in them fails here, not as a KeyError in a rendering."""
+    from pytest_hetero.reporting import ctrf, dossier_sections, html
+
+    for table in (dossier_sections.PRIORITY, html._PRIORITY, ctrf._CTRF_STATUS):
+        assert sorted(table) == sorted(STATUSES)
+    assert ctrf._CTRF_STATUS["error"] == "failed" and ctrf._CTRF_STATUS["not_run"] == "pending"
+    assert dossier_sections.PRIORITY["failed"] < dossier_sections.PRIORITY["blocked"] < \
+        dossier_sections.PRIORITY["passed"]

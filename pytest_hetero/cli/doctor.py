@@ -25,9 +25,12 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import HeteroError
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.model import Matrix
 
 OK, MISSING, INFO = "ok", "MISSING", "info"
 
@@ -167,15 +170,16 @@ def check_kubernetes(target: dict[str, Any], submit_as: set[str]) -> list[Check]
     return out
 
 
-def checks_for(matrices: list[Any]) -> list[Check]:
+def checks_for(matrices: list[Matrix]) -> list[Check]:
     """Every check the matrices' engines and resource types need (none given: every check, as info)."""
-    backends: dict[str, list[Any]] = {}
+    # the matrices of each built-in engine (those checked here), and of any other an extension brings
+    backends: dict[str, list[Matrix]] = {"local": [], "docker": [], "kubernetes": []}
     for m in matrices:
         backends.setdefault(m.backend, []).append(m)
     out: list[Check] = []
-    if not matrices or "local" in backends:
+    if not matrices or backends["local"]:
         out.append(check_sandbox())
-    local_types = {r.type for m in backends.get("local", []) for r in m.resources}
+    local_types = {r.type for m in backends["local"] for r in m.resources}
     out.append(check_tool("nvidia-smi", "nvidia-smi (NVIDIA devices on this host)",
                           "install the NVIDIA driver (nvidia-smi comes with it)", "gpu" in local_types))
     out.append(check_tool("npu-smi", "npu-smi (Ascend devices on this host)",
@@ -185,11 +189,11 @@ def checks_for(matrices: list[Any]) -> list[Check]:
                      for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),
                     Check(INFO, "Chromium for hetero render --pdf (optional)", "no chromium on PATH",
                           "apt-get install chromium fonts-noto-cjk")))
-    for m in backends.get("docker", []):
+    for m in backends["docker"]:
         out += check_docker(dict(m.target), {r.type for r in m.resources})
     if not matrices:
         out += [c if c.status == OK else Check(INFO, c.what, c.detail, c.fix) for c in check_docker({}, set())]
-    for m in backends.get("kubernetes", []):
+    for m in backends["kubernetes"]:
         out += check_kubernetes(dict(m.target), {str(m.target.get("submit_as", "pod"))})
     return out
 

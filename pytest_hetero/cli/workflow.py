@@ -199,7 +199,7 @@ def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: EvidenceDocu
             continue
         if item.id in by_item:
             seconds, kind = by_item[item.id], "bundle_item"
-        elif by_layer.get(item.layer):
+        elif item.layer in by_layer:  # a layer is there only with a duration
             seconds, kind = sum(by_layer[item.layer]) / len(by_layer[item.layer]), "bundle_layer_mean"
         else:
             seconds, kind = matrix.timeouts_s[item.layer], "timeout"

@@ -234,24 +234,26 @@ UsageData = UsageRecord
 
 
 class CommunicationSize(TypedDict, total=False):
-    """One message size of a collective-communication test."""
+    """One message size of a collective-communication test (:class:`pytest_hetero.layers.training.SizeFacts`)."""
 
     bytes: int
     busbw_gbps: float
 
 
-class CommunicationData(TypedDict, total=False):
-    """``training.communication`` (:mod:`pytest_hetero.layers.training`)."""
+class CommunicationData(TypedDict):
+    """``training.communication`` (:mod:`pytest_hetero.layers.training`, its only writer: every field of its
+    :class:`~pytest_hetero.layers.training.CommunicationFacts`, these three since the check was added)."""
 
     world_size: int
     backend: str
     sizes: list[CommunicationSize]
 
 
-class CheckpointData(TypedDict, total=False):
-    """``training.checkpoint`` (:mod:`pytest_hetero.layers.training`)."""
+class CheckpointData(TypedDict):
+    """``training.checkpoint`` (:mod:`pytest_hetero.layers.training`, its only writer, which writes both: the
+    step the restarted job resumed at, None when it found no checkpoint, and the volume)."""
 
-    resumed_step: int
+    resumed_step: int | None
     volume: str
 
 
@@ -292,54 +294,62 @@ class RollbackData(TypedDict):
     status: str
 
 
-class ClassRef(TypedDict, total=False):
-    """A PriorityClass: its name and value."""
+class ClassRef(TypedDict):
+    """A PriorityClass: its name and value (:class:`pytest_hetero.backends.protocol.PriorityFacts`, which the
+    Kubernetes engine writes with both since the probe was added)."""
 
     name: str
     value: int
 
 
-class ReserveServingData(TypedDict, total=False):
-    """``reserve.serving`` (:mod:`pytest_hetero.layers.reserved`)."""
+class ReserveServingData(TypedDict):
+    """``reserve.serving`` (:mod:`pytest_hetero.layers.reserved`: the engine's
+    :class:`~pytest_hetero.backends.protocol.ReserveServing`, every field of it; these three it always held)."""
 
     priority_class: ClassRef | None
     replicas: int
     min_ready: int
 
 
-class ReserveBurstData(TypedDict, total=False):
-    """``reserve.burst`` (:mod:`pytest_hetero.layers.reserved`)."""
+class ReserveBurstData(TypedDict):
+    """``reserve.burst`` (:mod:`pytest_hetero.layers.reserved`: the engine's
+    :class:`~pytest_hetero.backends.protocol.ReserveBurst`; these two it always held)."""
 
     priority_class: ClassRef | None
     requested: int
 
 
-class ReserveWindowData(TypedDict, total=False):
-    """``reserve.window``: one load window (:mod:`pytest_hetero.layers.reserved`)."""
+class ReserveWindowData(TypedDict):
+    """``reserve.window``: one load window (:mod:`pytest_hetero.layers.reserved`: the engine's
+    :class:`~pytest_hetero.backends.protocol.ReserveWindow`, its window and statistics, which it always held;
+    ``ready_min`` None when no listing fell in the window)."""
 
     phase: str
     from_s: float
     to_s: float
-    ready_min: int
+    ready_min: int | None
     ok: int
     requests: int
     p95_ms: float | None
 
 
-class TimelineEntry(TypedDict, total=False):
-    """One thing that happened to a pod after the burst started (seconds since then)."""
+class TimelineEntry(TypedDict):
+    """One thing that happened to a pod (:class:`pytest_hetero.backends.protocol.ReserveEvent`): ``at_s`` seconds
+    since the burst started (None: an event without a time; the engine sets it on every entry before it reports
+    the timeline), the pod, its role, what happened and the message; a cluster event's time ``resolution_s`` and,
+    for ``Preempted``, the burst pod it was preempted ``by``."""
 
-    at_s: float
-    resolution_s: float
+    at_s: float | None
+    resolution_s: NotRequired[float]
     pod: str
     role: str
     what: str
-    by: str
+    by: NotRequired[str | None]
     message: str
 
 
-class ReserveTimelineData(TypedDict, total=False):
-    """``reserve.timeline`` (:mod:`pytest_hetero.layers.reserved`)."""
+class ReserveTimelineData(TypedDict):
+    """``reserve.timeline`` (:mod:`pytest_hetero.layers.reserved`: its entries, and how many were ``cut``)."""
 
     entries: list[TimelineEntry]
 

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero.evidence.document import failure_of, item_of
+from pytest_hetero.reporting.docview import run_view
 from pytest_hetero.reporting.view import entries, owner_shown, rule_results, verification
 
 if TYPE_CHECKING:
@@ -31,12 +32,14 @@ if TYPE_CHECKING:
     from pytest_hetero.evidence.views import SignoffView
     from pytest_hetero.reporting.itemtexts import ItemTexts
     from pytest_hetero.reporting.view import RuleRow
+    from pytest_hetero.vocab import Status
 
 SPEC_VERSION = "0.1.0"
 """The CTRF specification version the official schema in ``shared/schemas`` describes."""
-_CTRF_STATUS = {"passed": "passed", "failed": "failed", "error": "failed", "not_run": "pending",
-                "blocked": "skipped", "not_applicable": "skipped", "skipped": "skipped", "excluded": "skipped",
-                "deselected": "skipped"}
+_CTRF_STATUS: dict[Status, str] = {"passed": "passed", "failed": "failed", "error": "failed", "not_run": "pending",
+                                    "blocked": "skipped", "not_applicable": "skipped", "skipped": "skipped",
+                                    "excluded": "skipped", "deselected": "skipped"}
+"""Each of our statuses as the CTRF status it reads as (every status has one)."""
 
 
 class CtrfTestExtra(TypedDict):
@@ -64,7 +67,7 @@ class CtrfTest(TypedDict):
     name: str
     testId: str
     status: str
-    rawStatus: str
+    rawStatus: Status
     duration: int
     suite: list[str]
     filePath: str
@@ -154,7 +157,7 @@ def ctrf_test(entry: Entry) -> CtrfTest:
     labels = {"layer": layer, "owner": owner}
     labels.update({str(k): str(keys[k]) for k in sorted(keys)})
     test: CtrfTest = {
-        "name": nodeid, "testId": nodeid, "status": _CTRF_STATUS.get(entry["status"], "other"),
+        "name": nodeid, "testId": nodeid, "status": _CTRF_STATUS[entry["status"]],
         "rawStatus": entry["status"], "duration": round(float((item.get("duration_s") if item else 0) or 0) * 1000),
         "suite": _suite(nodeid, layer), "filePath": nodeid.split("::", 1)[0], "tags": [layer], "labels": labels,
         "extra": {"owner": owner, "layer_owner": item["owner"] if item else None,
@@ -192,32 +195,32 @@ def render_ctrf(evidence: EvidenceDocument, signoff: SignoffView | None = None) 
     return _report(evidence, signoff, tests, [t["rawStatus"] for t in tests], {tuple(t["suite"]) for t in tests})
 
 
-def _report(evidence: EvidenceDocument, signoff: SignoffView | None, tests: list[CtrfTest], statuses: list[str],
+def _report(evidence: EvidenceDocument, signoff: SignoffView | None, tests: list[CtrfTest], statuses: list[Status],
             suites: set[tuple[str, ...]]) -> CtrfReport:
     """The CTRF document around ``tests``; its summary counts ``statuses`` (each test's raw status) and
     ``suites`` (the distinct suites)."""
-    run = evidence["run"]
+    run = run_view(evidence["run"])
     summary = {"tests": 0, "passed": 0, "failed": 0, "pending": 0, "skipped": 0, "other": 0}
     for raw in statuses:
         summary["tests"] += 1
-        summary[_CTRF_STATUS.get(raw, "other")] += 1
-    summary["start"] = _epoch_ms(run.get("started_at"))
-    summary["stop"] = _epoch_ms(run.get("finished_at")) or summary["start"]
+        summary[_CTRF_STATUS[raw]] += 1
+    summary["start"] = _epoch_ms(run.started_at)
+    summary["stop"] = _epoch_ms(run.finished_at) or summary["start"]
     summary["duration"] = max(0, summary["stop"] - summary["start"])
     summary["suites"] = len(suites)
-    run_id: RunId = {"runId": str(run["id"])} if run.get("id") else {}
-    when = run.get("finished_at") or run.get("started_at")
+    run_id: RunId = {"runId": str(run.id)} if run.id else {}
+    when = run.finished_at or run.started_at
     stamp: Stamp = {"timestamp": when} if when else {}
     return {"reportFormat": "CTRF", "specVersion": SPEC_VERSION, **run_id, **stamp,
-            "generatedBy": f"pytest-hetero {run.get('tool_version') or ''}".strip(),
-            "results": {"tool": {"name": "pytest-hetero", "version": str(run.get("tool_version") or "")},
+            "generatedBy": f"pytest-hetero {run.tool_version or ''}".strip(),
+            "results": {"tool": {"name": "pytest-hetero", "version": str(run.tool_version or "")},
                         "summary": summary, "tests": tests,
                         "environment": {"appName": ",".join(m["name"] for m in evidence["matrices"]),
-                                        "buildName": str(run.get("id") or ""),
+                                        "buildName": str(run.id or ""),
                                         # canonical key order, so a re-render from evidence.json is identical
                                         "extra": {"target": json.loads(json.dumps(evidence["target"],
                                                                                   sort_keys=True))}},
-                        "extra": {"verdict": evidence["summary"]["verdict"], "run_id": run.get("id"),
+                        "extra": {"verdict": evidence["summary"]["verdict"], "run_id": run.id,
                                   **_verification(signoff)}}}
 
 
@@ -240,7 +243,7 @@ def ctrf_text(evidence: EvidenceDocument, signoff: SignoffView | None = None,
     applying it part by part changes the same strings as applying it to the whole."""
     from pytest_hetero.reporting.view import json_text
 
-    statuses: list[str] = []
+    statuses: list[Status] = []
     suites: set[tuple[str, ...]] = set()
     refs = array("q")  # each test in order: >= 0 its record in texts, < 0 -1 - the entry's position (built below)
     listed = entries(evidence)

@@ -45,9 +45,10 @@ from pytest_hetero.evidence.records import (
 )
 from pytest_hetero.reporting import dossier_reserve
 from pytest_hetero.reporting import dossier_sections as sections
+from pytest_hetero.reporting.docview import dims, signoff_state
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, short, when
 from pytest_hetero.reporting.dossier_text import Lang, Text
-from pytest_hetero.reporting.view import heatgrid, matrix_of, printable, verification
+from pytest_hetero.reporting.view import heatgrid, matrix_of, printable
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
@@ -77,7 +78,7 @@ def render_dossier(evidence: EvidenceDocument, signoff: SignoffView, lang: Lang 
                              finalize=lambda value: value if isinstance(value, markupsafe.Markup)
                              else printable(value) if isinstance(value, str) else value)
     return env.get_template("dossier.html.j2").render(
-        t=t, lang=lang, version=__version__, run=f.run, css=_css(),
+        t=t, lang=lang, version=__version__, run=f.run_section, css=_css(),
         cover=cover(f, t, signoff, roles), proves=proves(f, t), not_proves=not_proves(f, t),
         chapters=sections.chapters(f, t, roles), results=sections.results(f, t), ops=sections.operations(f, t),
         phases=sections.phases(f, t, signoff), scenarios=sections.scenarios(f, t),
@@ -100,12 +101,13 @@ def cover(f: Facts, t: Text, signoff: SignoffView, roles: list[Role]) -> Cover:
     verdict = f.evidence["summary"]["verdict"]
     quals = qualifications(f, t, signoff)
     words = t(f"verdict.{verdict}") + (t("verdict.sep") + t("verdict.join").join(quals) if quals else "")
-    state, by = verification(signoff)
-    why = str(signoff.get("signer_error") or t("cover.no_key"))
+    read = signoff_state(signoff)
+    state, by = read.state, read.by
+    why = str(read.signer_error or t("cover.no_key"))
     if state != "verified":  # an unverified bundle's verdict is a claim, never stated as proven
         words = t("verdict.unverified", verdict=words)
     sentence = t("cover.verified", keyid=by) if state == "verified" else t(
-        "cover.unverified", keyid=signoff.get("run_signer"), why=why) if state == "unverified" else t(
+        "cover.unverified", keyid=read.run_signer, why=why) if state == "unverified" else t(
         "cover.unsigned", why=why)
     return {"verdict": words, "verdict_class": verdict if state == "verified" else "unverified",
             "verification": sentence, "verification_state": state, "verified_by": by or "",
@@ -115,20 +117,20 @@ def cover(f: Facts, t: Text, signoff: SignoffView, roles: list[Role]) -> Cover:
 def scope(f: Facts, t: Text) -> list[tuple[str, list[str]]]:
     """Rows of the cover's scope table: run, targets, pools, backends, profile, matrices, item counts."""
     run = f.run
-    targets = [t("scope.target", backend=x.get("backend"), identity=x.get("identity"),
-                 nodes=", ".join(map(str, (x.get("nodes") or [])[:8])) + (
-                     f" (+{len(x['nodes']) - 8})" if len(x.get("nodes") or []) > 8 else ""))
-               for x in f.evidence.get("target") or []]
+    targets = [t("scope.target", backend=x.backend, identity=x.identity,
+                 nodes=", ".join(map(str, (x.nodes or [])[:8])) + (
+                     f" (+{len(x.nodes) - 8})" if x.nodes and len(x.nodes) > 8 else ""))
+               for x in f.targets]
     totals = f.evidence["summary"]["totals"]
     counts = t.counts(totals)
     return [
-        (t("scope.run"), [str(run.get("id", "")), t("scope.time", start=when(run.get("started_at")),
-                                                      end=when(run.get("finished_at")))]),
+        (t("scope.run"), [str("" if run.id is None else run.id), t("scope.time", start=when(run.started_at),
+                                                                      end=when(run.finished_at))]),
         (t("scope.targets"), targets),
         (t("scope.pools"), pools(f, t)),
         (t("scope.backends"), [", ".join(f.backends)]),
-        (t("scope.profile"), [str(run.get("profile") or t("scope.no_profile"))]),
-        (t("scope.matrix"), [f"{m['name']} · sha256 {m['sha256']}" for m in f.evidence.get("matrices") or []]),
+        (t("scope.profile"), [str(run.profile or t("scope.no_profile"))]),
+        (t("scope.matrix"), [f"{m['name']} · sha256 {m['sha256']}" for m in f.matrices]),
         (t("scope.items"), [t("scope.counts", total=sum(totals.values()), counts=counts)]),
     ]
 
@@ -141,7 +143,7 @@ def pools(f: Facts, t: Text, limit: int = 20) -> list[str]:
         data = f.first(item, REQUEST)
         if data is None:  # with_kind holds only items with such a record
             continue
-        name = str(data["resource"] or item["keys"].get("resource"))
+        name = str(data["resource"] or dims(item).resource)
         if name in seen:
             continue
         selector = data["node_selector"]
@@ -149,7 +151,7 @@ def pools(f: Facts, t: Text, limit: int = 20) -> list[str]:
         extra += t("scope.queue", queue=data["queue"]) if data["queue"] else ""
         seen[name] = t("scope.pool", resource=name, requests=_pairs(data["requests"] or {}), selector=extra)
     for entry in f.entries:
-        name = str(entry["keys"].get("resource", ""))
+        name = dims(entry).resource or ""
         if name and name not in seen:
             seen[name] = name
     lines = [seen[k] for k in sorted(seen)]
@@ -164,16 +166,16 @@ def qualifications(f: Facts, t: Text, signoff: SignoffView) -> list[str]:
     """What qualifies the verdict, in order: failures; layers not proven (not applicable on this backend,
     blocked, deselected, or otherwise); layers proven for only some resources; simulated nodes; parts of
     layers not proven; an interrupted run; an unsigned bundle."""
-    totals = f.evidence["summary"]["totals"]
+    totals = f.totals
     quals = []
-    if totals.get("failed") or totals.get("error"):
-        quals.append(t("q.failed", failed=totals.get("failed", 0), errors=totals.get("error", 0)))
+    if totals["failed"] or totals["error"]:
+        quals.append(t("q.failed", failed=totals["failed"], errors=totals["error"]))
     partial: dict[tuple[int, int], list[str]] = {}
     for layer in LAYERS:
         counts = f.by_layer_counts[layer]
         if not counts:
             continue
-        if not counts.get("passed"):
+        if not counts["passed"]:
             quals.append(_not_proven(f, t, layer, counts))
             continue
         passed, total = _resource_coverage(f, layer)
@@ -186,9 +188,9 @@ def qualifications(f: Facts, t: Text, signoff: SignoffView) -> list[str]:
     parts = sorted({(str(d["layer"] or item["layer"]), str(d["part"])) for item in f.with_kind[NOT_PROVEN.name]
                     for d in f.all(item, NOT_PROVEN)})
     quals += [t("q.part", layer=t.term(layer), part=part) for layer, part in parts]
-    if f.run.get("interrupted"):
+    if f.run.interrupted:
         quals.append(t("q.interrupted"))
-    state = verification(signoff)[0]
+    state = signoff_state(signoff).state
     if state != "verified":
         quals.append(t("q.unsigned" if state == "unsigned" else "q.unverified"))
     return quals
@@ -211,8 +213,8 @@ def _backends_of(f: Facts, item: Entry) -> list[str]:
     """The backend an item ran on: the run's only backend, else the one its matrix names."""
     if len(f.backends) <= 1:
         return f.backends
-    return [str(x.get("backend")) for x in f.evidence.get("target") or []
-            if x.get("matrix") in (None, it["matrix"] if (it := item_of(item)) else None)][:1] or f.backends
+    return [str(x.backend) for x in f.targets
+            if x.matrix in (None, it["matrix"] if (it := item_of(item)) else None)][:1] or f.backends
 
 
 def _resource_coverage(f: Facts, layer: str) -> tuple[int, int]:
@@ -222,7 +224,7 @@ def _resource_coverage(f: Facts, layer: str) -> tuple[int, int]:
     for entry in f.entries:
         if entry["layer"] != layer:
             continue
-        key = (matrix_of(entry), str(entry["keys"].get("resource")))
+        key = (matrix_of(entry), str(dims(entry).resource))
         every.add(key)
         if entry["status"] == "passed":
             passed.add(key)
@@ -231,7 +233,7 @@ def _resource_coverage(f: Facts, layer: str) -> tuple[int, int]:
 
 def change(f: Facts, t: Text) -> list[str]:
     """Lines of the change since the accepted baseline (``baseline_diff`` of evidence.json)."""
-    diff = f.evidence.get("baseline_diff")
+    diff = f.baseline_diff
     if not diff:
         return [t("change.none")]
     if "error" in diff:
@@ -317,13 +319,13 @@ def proves(f: Facts, t: Text) -> list[Proof]:
 
 
 def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
-    keys = item["keys"]
-    res, img = keys.get("resource", ""), keys.get("image", "")
+    keys = dims(item)
+    res, img = keys.resource or "", keys.image or ""
     if layer == "discovery":
         snap = f.first(item, SNAPSHOT) or {}
         nodes = [str(n["name"]) for n in snap.get("nodes") or []]
         place = t("where.nodes", nodes=", ".join(nodes[:4])) if nodes else ", ".join(
-            str(x.get("identity")) for x in f.evidence.get("target") or []) or "?"
+            str(x.identity) for x in f.targets) or "?"
         return t("proves.discovery", resource=res, where=place, at=when(item.get("finished_at")))
     if layer == "scheduling":
         req = f.first(item, REQUEST)
@@ -341,24 +343,25 @@ def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
             return t("proves.startup_only", resource=res, image=img, digest=image_digest)
         detail = f"{framework}, {init['wanted_provider']}" if init.get("wanted_provider") else framework
         return t("proves.startup", resource=res, image=img, digest=image_digest, init=detail)
-    if layer == "model" and keys.get("check") == "communication":  # what a training task type brings
-        comm = f.first(item, COMMUNICATION) or {}
-        top: CommunicationSize = (comm.get("sizes") or [{}])[-1]
-        return t("proves.communication", resource=res, image=img, world=comm.get("world_size", "?"),
-                 backend=comm.get("backend", "?"), busbw=top.get("busbw_gbps", "?"), bytes=top.get("bytes", "?"))
-    if layer == "model" and keys.get("check") == "checkpoint":
-        ckpt = f.first(item, CHECKPOINT) or {}
-        return t("proves.checkpoint", resource=res, image=img, step=ckpt.get("resumed_step", "?"),
-                 volume=ckpt.get("volume", "?"))
+    if layer == "model" and keys.check == "communication":  # what a training task type brings
+        comm = f.first(item, COMMUNICATION)
+        top: CommunicationSize = ((comm["sizes"] if comm else []) or [{}])[-1]
+        return t("proves.communication", resource=res, image=img, world=comm["world_size"] if comm else "?",
+                 backend=comm["backend"] if comm else "?", busbw=top.get("busbw_gbps", "?"),
+                 bytes=top.get("bytes", "?"))
+    if layer == "model" and keys.check == "checkpoint":
+        ckpt = f.first(item, CHECKPOINT)
+        return t("proves.checkpoint", resource=res, image=img, step=ckpt["resumed_step"] if ckpt else "?",
+                 volume=ckpt["volume"] if ckpt else "?")
     ident = f.identity(item)
     if layer == "model":
         run = f.first(item, RUN)
-        return t("proves.model", model=ident["model"] if ident else keys.get("model"),
-                 version=ident["version"] if ident else "?", dataset=ident["dataset"] if ident else keys.get("dataset"),
+        return t("proves.model", model=ident["model"] if ident else keys.model,
+                 version=ident["version"] if ident else "?", dataset=ident["dataset"] if ident else keys.dataset,
                  dataset_version=ident["dataset_version"] if ident else "?", resource=res, image=img,
                  duration=run.get("duration_s", "?") if run else "?")
     rules = f.first(item, RULES)
-    return t("proves.business", model=keys.get("model"), dataset=keys.get("dataset"), resource=res, image=img,
+    return t("proves.business", model=keys.model, dataset=keys.dataset, resource=res, image=img,
              rules=len(rules["results"]) if rules else 0)
 
 
@@ -367,16 +370,16 @@ def not_proves(f: Facts, t: Text) -> list[str]:
     lines = []
     for layer in LAYERS:
         counts = f.by_layer_counts[layer]
-        if counts and not counts.get("passed") and not (layer == "scheduling" and "not_applicable" in counts):
+        if counts and not counts["passed"] and not (layer == "scheduling" and "not_applicable" in counts):
             lines.append(t("dnp.layer", layer=t.layer(layer), statuses=t.join([t.status(s) for s in sorted(counts)])))
     by = f.by_layer_counts
-    if by["discovery"].get("passed"):
+    if by["discovery"]["passed"]:
         lines.append(t("dnp.discovery"))
     if "not_applicable" in by["scheduling"]:
         backends = sorted({b for i in f.by_layer["scheduling"] if i["status"] == "not_applicable"
                            for b in _backends_of(f, i)})
         lines.append(t("dnp.scheduling.none", backends=", ".join(backends)))
-    if by["scheduling"].get("passed"):
+    if by["scheduling"]["passed"]:
         lines.append(t("dnp.scheduling"))
     if any(_backends_of(f, i) == ["local"] for i in f.by_layer["startup"] if i["status"] == "passed"):
         lines.append(t("dnp.startup.local"))
@@ -384,7 +387,7 @@ def not_proves(f: Facts, t: Text) -> list[str]:
     if nodes:
         lines.append(t("dnp.simulated", nodes=", ".join(nodes[:6])))
     for layer, key in (("startup", "dnp.startup"), ("model", "dnp.model"), ("business", "dnp.business")):
-        if by[layer].get("passed"):
+        if by[layer]["passed"]:
             lines.append(t(key))
     lines += _parts_not_proven(f, t)
     lines += _usage_gaps(f, t)

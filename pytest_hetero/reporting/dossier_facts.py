@@ -14,12 +14,21 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import matrix_of_item
 from pytest_hetero.evidence.records import IDENTITY, IdentityData, Kind, data_of
+from pytest_hetero.reporting.docview import dims, run_view, targets
 from pytest_hetero.reporting.view import entries
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pytest_hetero.evidence.document import Entry, EvidenceDocument, ItemDict, RecordDict, RunSection
+    from pytest_hetero.bundle.baseline import BaselineSection
+    from pytest_hetero.evidence.document import (
+        Entry,
+        EvidenceDocument,
+        ItemDict,
+        MatrixEntry,
+        RecordDict,
+        RunSection,
+    )
 
 D = TypeVar("D")
 
@@ -45,12 +54,20 @@ class Facts:
     ``by_layer``: reported items per layer; ``records[nodeid][kind]``: the data of that item's records
     of a kind in :data:`KINDS` (in order); ``with_kind[kind]``: items holding such a record;
     ``combo[(matrix, resource, image, model, dataset, layer)]``: the item of that combination;
-    ``backends``: the target backends; ``names``: matrix nodeid prefix → matrix name.
+    ``backends``: the target backends; ``names``: matrix nodeid prefix → matrix name; ``run_section`` the
+    ``run`` section as written (``{}`` when absent), ``run`` and ``targets`` it and the target fingerprints read
+    once (:mod:`~pytest_hetero.reporting.docview`); ``matrices`` the matrix entries; ``baseline_diff`` the change
+    since the accepted baseline (None when the run was not compared); ``totals`` the summary's status counts (0
+    for a status no item has).
     """
 
     def __init__(self, evidence: EvidenceDocument) -> None:
         self.evidence = evidence
-        self.run: RunSection = evidence.get("run", {})
+        self.run_section: RunSection = evidence.get("run", {})
+        self.run = run_view(self.run_section)
+        self.targets = targets(evidence)
+        self.matrices: list[MatrixEntry] = evidence.get("matrices") or []
+        self.baseline_diff: BaselineSection | None = evidence.get("baseline_diff")
         self.items: Sequence[ItemDict] = evidence["items"]
         self.entries = entries(evidence)
         self.by_layer: dict[str, list[ItemDict]] = {layer: [] for layer in LAYERS}
@@ -62,8 +79,7 @@ class Facts:
             keys = item["keys"]
             # a node-coverage item is not its resource × image's startup item, nor a training check its model run
             if "coverage" not in keys and "check" not in keys:
-                dims = ("resource", "image", "model", "dataset")
-                self.combo[(matrix_of_item(item), *(str(keys.get(d, "")) for d in dims), item["layer"])] = item
+                self.combo[(*_combination(item), item["layer"])] = item
             mine: dict[str, list[RecordDict]] = {}
             for record in item["records"]:
                 kind = record["kind"]
@@ -73,8 +89,9 @@ class Facts:
                     mine.setdefault(kind, []).append(record)
             if mine:
                 self.records[item["nodeid"]] = mine
-        self.backends = sorted({str(t.get("backend")) for t in evidence.get("target") or [] if t.get("backend")})
-        self.names = {m["prefix"]: m["name"] for m in evidence.get("matrices") or []}
+        self.backends = sorted({str(x.backend) for x in self.targets if x.backend})
+        self.names = {m["prefix"]: m["name"] for m in self.matrices}
+        self.totals: Counter[str] = Counter(evidence["summary"]["totals"])
         self.by_layer_counts: dict[str, Counter[str]] = {
             layer: Counter({s: int(n) for s, n in (evidence["summary"]["by_layer"].get(layer) or {}).items()})
             for layer in LAYERS}
@@ -91,9 +108,7 @@ class Facts:
 
     def sibling(self, item: Entry, layer: str) -> Entry | None:
         """The item of ``layer`` with the same matrix and keys (the model item of a business item…)."""
-        keys = item["keys"]
-        return self.combo.get((matrix_of_item(item), *(str(keys.get(d, "")) for d in
-                                                        ("resource", "image", "model", "dataset")), layer))
+        return self.combo.get((*_combination(item), layer))
 
     def identity(self, item: Entry) -> IdentityData | None:
         """The model identity (``model.identity`` data) of a model or business item's combination (None: none)."""
@@ -103,6 +118,12 @@ class Facts:
                 if found:
                     return found
         return None
+
+
+def _combination(item: Entry) -> tuple[str, str, str, str, str]:
+    """(matrix, resource, image, model, dataset) of an item, '' for a dimension it has none of."""
+    d = dims(item)
+    return matrix_of_item(item), d.resource or "", d.image or "", d.model or "", d.dataset or ""
 
 
 def short(nodeid: str) -> str:
@@ -115,7 +136,7 @@ def where(item: Entry) -> str:
     keys = item["keys"]
     parts = [str(keys[d]) for d in ("resource", "image") if d in keys]
     if "model" in keys:
-        parts.append(f"{keys['model']}@{keys.get('dataset', '')}")
+        parts.append(f"{keys['model']}@{dims(item).dataset or ''}")
     return " × ".join(parts)
 
 

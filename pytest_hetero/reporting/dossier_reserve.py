@@ -61,7 +61,7 @@ class Reserved(TypedDict):
 def _cls(value: ClassRef | None, t: Text) -> str:
     if not value:
         return t("rsv.no_class")
-    return f"{value.get('name')} ({value.get('value')})"
+    return f"{value['name']} ({value['value']})"
 
 
 def reserved(f: Facts, t: Text) -> list[Reserved]:
@@ -69,20 +69,22 @@ def reserved(f: Facts, t: Text) -> list[Reserved]:
     reserved-inference probe item that recorded its serving Deployment."""
     out: list[Reserved] = []
     for item in f.with_kind["reserve.serving"]:
-        serving, burst = f.first(item, RESERVE_SERVING) or {}, f.first(item, RESERVE_BURST) or {}
-        setup = t("rsv.setup", cls=_cls(serving.get("priority_class"), t), replicas=serving.get("replicas"),
-                  floor=serving.get("min_ready"), burst_cls=_cls(burst.get("priority_class"), t),
-                  pods=burst.get("requested"))
+        serving, burst = f.first(item, RESERVE_SERVING), f.first(item, RESERVE_BURST)
+        if serving is None:  # with_kind holds only items with such a record
+            continue
+        setup = t("rsv.setup", cls=_cls(serving["priority_class"], t), replicas=serving["replicas"],
+                  floor=serving["min_ready"], burst_cls=_cls(burst["priority_class"], t) if burst else _cls(None, t),
+                  pods=burst["requested"] if burst else None)
         windows: list[WindowRow] = [
-            {"phase": w.get("phase"), "span": f"{number(w.get('from_s'), 1)} – {number(w.get('to_s'), 1)}",
-             "ready": w.get("ready_min"), "answered": f"{w.get('ok')}/{w.get('requests')}",
-             "p95": number(w.get("p95_ms"), 1) if w.get("p95_ms") is not None else "–"}
+            {"phase": w["phase"], "span": f"{number(w['from_s'], 1)} – {number(w['to_s'], 1)}",
+             "ready": w["ready_min"], "answered": f"{w['ok']}/{w['requests']}",
+             "p95": number(w["p95_ms"], 1) if w["p95_ms"] is not None else "–"}
             for w in f.all(item, RESERVE_WINDOW)]
-        entries = [e for r in f.all(item, RESERVE_TIMELINE) for e in r.get("entries") or []
-                   if e.get("what") in SHOWN and (e.get("at_s") or 0) >= 0]
-        rows: list[TimelineRow] = [{"at": number(e.get("at_s"), 3) + (" ±1" if e.get("resolution_s", 0) >= 1 else ""),
-                 "pod": str(e.get("pod")), "role": str(e.get("role")), "what": str(e.get("what")),
-                 "detail": cut((f"→ {e['by']} " if e.get("by") else "") + str(e.get("message") or ""), 140)}
+        entries = [e for r in f.all(item, RESERVE_TIMELINE) for e in r["entries"]
+                   if e["what"] in SHOWN and (e["at_s"] or 0) >= 0]
+        rows: list[TimelineRow] = [{"at": number(e["at_s"], 3) + (" ±1" if e.get("resolution_s", 0) >= 1 else ""),
+                 "pod": str(e["pod"]), "role": str(e["role"]), "what": str(e["what"]),
+                 "detail": cut((f"→ {e['by']} " if e.get("by") else "") + str(e["message"] or ""), 140)}
                 for e in entries]
         out.append({"item": short(item["nodeid"]), "status": item["status"], "status_text": t.status(item["status"]),
                     "setup": setup, "windows": windows, "timeline": rows[:TIMELINE_ROWS],

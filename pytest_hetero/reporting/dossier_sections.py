@@ -33,11 +33,12 @@ from pytest_hetero.evidence.records import (
     USAGE,
 )
 from pytest_hetero.evidence.usage import epoch
+from pytest_hetero.reporting.docview import dims, signoff_state
 from pytest_hetero.reporting.dossier_capacity import capacity
 from pytest_hetero.reporting.dossier_charts import queue_charts, usage_charts
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, number, short, when, where
 from pytest_hetero.reporting.dossier_text import Text
-from pytest_hetero.reporting.view import verification
+from pytest_hetero.reporting.view import provenance_source
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, ItemDict, RuleResult, UntestedEntry
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
         UntestedGroup,
         UsageRow,
     )
+    from pytest_hetero.vocab import Status
 
 _E = TypeVar("_E", "ItemDict", "UntestedEntry", "Entry")
 
@@ -67,8 +69,11 @@ RESULT_ITEMS = 60
 """Business items whose rules are listed in the acceptance results (failures first)."""
 OPS_ROWS = 40
 UNTESTED_GROUPS = 40
-PRIORITY = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicable": 2, "skipped": 2,
-            "excluded": 3, "deselected": 3, "passed": 4}
+PRIORITY: dict[Status, int] = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicable": 2, "skipped": 2,
+                                "excluded": 3, "deselected": 3, "passed": 4}
+"""Where each status sorts in a list (failures first); every status has one."""
+_RANK: dict[str, int] = {status: rank for status, rank in PRIORITY.items()}
+""":data:`PRIORITY` for a status as a summary's counts name it (any string: 5, after every status)."""
 STATES = ("pending", "signed", "accepted", "accepted_with_conditions", "accepted_with_known_failures", "rejected")
 DECISIONS = {"accept": "accepted", "accept-with-conditions": "accepted_with_conditions",
              "accept-with-known-failures": "accepted_with_known_failures", "reject": "rejected"}
@@ -90,7 +95,7 @@ items with a failure; ``scheduling.queue``: placements or Pending decisions thro
 
 
 def _sorted(items: list[_E]) -> list[_E]:
-    return sorted(items, key=lambda i: (PRIORITY.get(i["status"], 5), i["nodeid"]))
+    return sorted(items, key=lambda i: (PRIORITY[i["status"]], i["nodeid"]))
 
 
 def _queue(f: Facts, item: Entry) -> str | None:
@@ -159,7 +164,7 @@ def chapters(f: Facts, t: Text, all_roles: list[Role]) -> list[Chapter]:
             "layer": layer, "name": t.layer(layer), "claim": t(f"claim.{layer}"),
             "owners": [t.team(o) for o in owners],
             "counts": [(s, t("count.status", count=n, status=t.status(s)))
-                       for s, n in sorted(counts.items(), key=lambda kv: PRIORITY.get(kv[0], 5))],
+                       for s, n in sorted(counts.items(), key=lambda kv: _RANK.get(kv[0], 5))],
             "evidence": [(t(label), _present(f, reported, kinds)) for label, kinds in EVIDENCE_KINDS[layer]],
             "rows": [_row(f, t, layer, e) for e in listed[:ITEM_ROWS]], "more": max(0, len(listed) - ITEM_ROWS),
             "roles": [r for r in all_roles if layer in r["layers"]],
@@ -169,7 +174,7 @@ def chapters(f: Facts, t: Text, all_roles: list[Role]) -> list[Chapter]:
 
 def _present(f: Facts, reported: list[ItemDict], kinds: tuple[str, ...]) -> int:
     if kinds == ("failure",):
-        return sum(1 for i in reported if i.get("failure"))
+        return sum(1 for i in reported if failure_of(i))
     if kinds == ("scheduling.queue",):
         return sum(1 for i in reported if _queue(f, i) or any(d.get("queue_objects") for d in f.all(i, PENDING)))
     ids = {i["nodeid"] for kind in kinds for i in f.with_kind.get(kind, [])}
@@ -217,15 +222,15 @@ def results(f: Facts, t: Text) -> Results:
     business = _sorted([e for e in f.entries if e["layer"] == "business"])
     shown = business[:RESULT_ITEMS]
     groups: dict[tuple[str, str, str], ResultGroup] = {}
-    for item in sorted(shown, key=lambda i: (where(i), PRIORITY.get(i["status"], 5))):
-        keys = item["keys"]
-        group_key = (matrix_of_item(item), str(keys.get("model")), str(keys.get("dataset")))
+    for item in sorted(shown, key=lambda i: (where(i), PRIORITY[i["status"]])):
+        keys = dims(item)
+        group_key = (matrix_of_item(item), str(keys.model), str(keys.dataset))
         group = groups.get(group_key)
         if group is None:
             ident = f.identity(item)
             group = groups[group_key] = {
-                "heading": t("res.heading", model=keys.get("model"), version=ident["version"] if ident else "?",
-                             dataset=keys.get("dataset"), dataset_version=ident["dataset_version"] if ident else "?"),
+                "heading": t("res.heading", model=keys.model, version=ident["version"] if ident else "?",
+                             dataset=keys.dataset, dataset_version=ident["dataset_version"] if ident else "?"),
                 "digests": t("res.digests", model_sha=digest(ident.get("sha256"), 16) or "?",
                              dataset_sha=digest(ident["dataset_sha256"], 16) or "?") if ident else "",
                 "rows": []}
@@ -234,7 +239,8 @@ def results(f: Facts, t: Text) -> Results:
 
 
 def _result_rows(f: Facts, t: Text, item: Entry) -> list[ResultRow]:
-    place = " × ".join(str(item["keys"].get(d, "")) for d in ("resource", "image"))
+    keys = dims(item)
+    place = f"{keys.resource or ''} × {keys.image or ''}"
     records = f.all(item, RULES)
     if not records:
         return [{"where": place, "rule": "", "threshold": "", "observed": "", "verdict": item["status"],
@@ -256,8 +262,7 @@ def observed(t: Text, result: RuleResult) -> str:
     """A rule's observed value with its unit (latency in ms, accuracy also as a percentage) and where the value
     came from (computed, measured, or self-reported, not verified)."""
     shown = _observed(t, result)
-    provenance = result.get("provenance")
-    source = provenance.get("source") if provenance else None
+    source = provenance_source(result)
     if result["observed"] is None or source not in ("computed", "measured", "measured_in_workload",
                                                                      "self_reported"):
         return shown
@@ -342,8 +347,9 @@ def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, flo
     startup pod's container statuses."""
     submitted = f.first(item, SUBMITTED)
     placed = f.first(item, PLACED)
-    startup = f.sibling(item, "startup") or f.combo.get((matrix_of_item(item), str(item["keys"].get(
-        "resource", "")), str(item["keys"].get("image", "")), "", "", "startup"))
+    keys = dims(item)
+    startup = f.sibling(item, "startup") or f.combo.get(
+        (matrix_of_item(item), keys.resource or "", keys.image or "", "", "", "startup"))
     pod = (f.first(startup, POD) if startup else None) or {}
     statuses = pod.get("container_statuses") or []
     started = next((((s.get("state") or {}).get("running") or {}).get("startedAt") for s in statuses), None)
@@ -390,12 +396,13 @@ def phases(f: Facts, t: Text, signoff: SignoffView) -> list[Coverage]:
     digests = [i for i in f.with_kind[DIGEST.name] if all(
         d.get("observed") == d.get("expected") or not d.get("expected") for d in f.all(i, DIGEST))]
     images = [i for i in f.by_layer["startup"] if image_digest(f, i)]
-    signed = verification(signoff)[0] == "verified"  # a signature nobody checked proves nothing
+    read = signoff_state(signoff)
+    signed = read.state == "verified"  # a signature nobody checked proves nothing
     state = "covered" if signed and digests else "partial" if signed or digests else "not_covered"
-    signature = t("d.signed") if signed else t("d.signed_unverified") if signoff.get("run_signer") else t("d.unsigned")
+    signature = t("d.signed") if signed else t("d.signed_unverified") if read.run_signer else t("d.unsigned")
     detail = t("d.evidence", signature=signature, digests=len(digests), images=len(images))
     out.append(_coverage(t, state, t("phase.evidence"), digests, detail))
-    diff = f.evidence.get("baseline_diff")
+    diff = f.baseline_diff
     if not diff or "error" in diff or not diff["counts"]:
         out.append(_coverage(t, "not_covered", t("phase.expansion"), [], t("d.no_baseline")))
     else:
@@ -421,8 +428,8 @@ def _placement(f: Facts, t: Text) -> Coverage:
     items = [i for i in f.by_layer["scheduling"] if not f.first(i, PROBE)]
     placed = [i for i in items if i["status"] == "passed"]
     failed = [i for i in items if i["status"] in ("failed", "error")]
-    unexplained = [i for i in failed if ((fl := i.get("failure")) and fl["category"]) in ("scheduling_timeout", None)]
-    mismatch = [i for i in failed if ((fl := i.get("failure")) and fl["category"]) == "allocation_mismatch"]
+    unexplained = [i for i in failed if ((fl := failure_of(i)) and fl["category"]) in ("scheduling_timeout", None)]
+    mismatch = [i for i in failed if ((fl := failure_of(i)) and fl["category"]) == "allocation_mismatch"]
     tenants, crossed = probes(f, "tenant-isolation")
     if not placed and not failed and not tenants and not crossed:
         return _coverage(t, "not_covered", t("phase.placement"), [], t("d.placement_none", backends=", ".join(
@@ -459,15 +466,16 @@ def scenarios(f: Facts, t: Text) -> list[Coverage]:
 
 
 def _new_resource(f: Facts, t: Text) -> Coverage:
+    # per matrix × resource, the statuses of its items of each lower layer (each layer's set, empty without items)
     status: dict[tuple[str, str], dict[str, set[str]]] = {}
     for item in f.items:
         if item["layer"] in ("discovery", "scheduling", "startup"):
-            key = (matrix_of_item(item), str(item["keys"].get("resource")))
-            status.setdefault(key, {}).setdefault(item["layer"], set()).add(item["status"])
-    full = [k for k, s in status.items() if all(s.get(x) == {"passed"} for x in ("discovery", "scheduling", "startup"))]
-    part = [k for k, s in status.items() if k not in full and s.get("discovery") == {"passed"}
-            and "passed" in s.get("startup", set())]
-    proof = [i for i in f.by_layer["discovery"] if (matrix_of_item(i), str(i["keys"].get("resource"))) in full + part]
+            key = (matrix_of_item(item), str(dims(item).resource))
+            status.setdefault(key, {"discovery": set(), "scheduling": set(), "startup": set()})[item["layer"]].add(
+                item["status"])
+    full = [k for k, s in status.items() if all(s[x] == {"passed"} for x in ("discovery", "scheduling", "startup"))]
+    part = [k for k, s in status.items() if k not in full and s["discovery"] == {"passed"} and "passed" in s["startup"]]
+    proof = [i for i in f.by_layer["discovery"] if (matrix_of_item(i), str(dims(i).resource)) in full + part]
     if full:
         return _coverage(t, "covered", t("scn.new_resource"), proof, t("d.new_resource", count=len(full)))
     if part:
@@ -564,22 +572,27 @@ def reproduce(f: Facts, t: Text) -> list[tuple[str, str]]:
     """(label, text) rows: the exact command, where to run it, verify and render commands, matrix digests,
     tool version, source commit, environment and target versions."""
     run = f.run
-    invocation = run.get("invocation")
+    invocation = run.invocation
     command = "python -m pytest " + shlex.join(map(str, invocation)) if isinstance(invocation, list) \
         else t("rep.not_recorded")
-    rid = str(run.get("id", "RUN"))
-    rows = [(t("rep.command"), command), ("", t("rep.cwd", rootdir=run.get("rootdir") or "."))]
+    rid = str("RUN" if run.id is None else run.id)
+    rows = [(t("rep.command"), command), ("", t("rep.cwd", rootdir=run.rootdir or "."))]
     rows.append((t("rep.verify"), f"hetero verify reports/{rid} --key KEY.pub"))
     rows.append((t("rep.render"), f"hetero render reports/{rid} --format dossier --lang {t.lang} --pdf "
                                   f"--out dossier-{rid}-{t.lang}.pdf"))
-    rows += [(t("rep.matrix"), f"{m['name']}: sha256 {m['sha256']}") for m in f.evidence.get("matrices") or []]
-    rows.append((t("rep.tool"), f"{run.get('tool', 'pytest-hetero')} {run.get('tool_version', '?')}"))
-    rows.append((t("rep.git"), str(run.get("git_commit") or t("rep.not_recorded"))))
-    rows.append((t("rep.env"), t("rep.env_value", host=run.get("host", "?"), python=run.get("python", "?"),
-                                 pytest=run.get("pytest", "?"))))
-    for target in f.evidence.get("target") or []:
-        versions = ", ".join(f"{k} {v}" for k, v in sorted((target.get("versions") or {}).items()))
-        images = ", ".join(f"{k} {digest(v, 16)}" for k, v in sorted((target.get("images") or {}).items()))
-        rows.append((str(target.get("backend")), "; ".join(x for x in (versions, images) if x)))
+    rows += [(t("rep.matrix"), f"{m['name']}: sha256 {m['sha256']}") for m in f.matrices]
+    tool = "pytest-hetero" if run.tool is None else run.tool
+    rows.append((t("rep.tool"), f"{tool} {'?' if run.tool_version is None else run.tool_version}"))
+    rows.append((t("rep.git"), str(run.git_commit or t("rep.not_recorded"))))
+    rows.append((t("rep.env"), t("rep.env_value", host=_or_unknown(run.host), python=_or_unknown(run.python),
+                                 pytest=_or_unknown(run.pytest))))
+    for target in f.targets:
+        versions = ", ".join(f"{k} {v}" for k, v in sorted((target.versions or {}).items()))
+        images = ", ".join(f"{k} {digest(v, 16)}" for k, v in sorted((target.images or {}).items()))
+        rows.append((str(target.backend), "; ".join(x for x in (versions, images) if x)))
     return rows
 
+
+def _or_unknown(value: str | None) -> str:
+    """A run field as the reproduce rows show it: ``?`` when the run section lacks it."""
+    return "?" if value is None else value

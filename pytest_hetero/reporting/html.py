@@ -43,13 +43,15 @@ from pytest_hetero.usercache import cache_dir
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
     from pytest_hetero.evidence.views import SignoffView
+    from pytest_hetero.vocab import Status
 
 ITEM_DETAIL_LIMIT = 1500
 UNTESTED_LIMIT = 1000
 RECORD_CHARS = 4000
 TEMPLATES = Path(__file__).parent / "templates"
-_PRIORITY = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicable": 2, "skipped": 2,
-             "excluded": 3, "deselected": 3, "passed": 4}
+_PRIORITY: dict[Status, int] = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicable": 2, "skipped": 2,
+                                 "excluded": 3, "deselected": 3, "passed": 4}
+"""Where each status sorts among the item details (failures first); every status has one."""
 
 
 @lru_cache(maxsize=1)
@@ -122,7 +124,7 @@ def _details(items: Sequence[Entry]) -> tuple[_Details, set[int]]:
     """The items shown in detail (at most :data:`ITEM_DETAIL_LIMIT`: failures first, then untested, then
     passed; in their order on the page) and the set of their indices."""
     statuses = [entry["status"] for entry in items]  # one pass: the items may be read from disk
-    order = sorted(range(len(statuses)), key=lambda i: (_PRIORITY.get(statuses[i], 5), i))[:ITEM_DETAIL_LIMIT]
+    order = sorted(range(len(statuses)), key=lambda i: (_PRIORITY[statuses[i]], i))[:ITEM_DETAIL_LIMIT]
     shown = sorted(order)
     return _Details(items, shown), set(shown)
 

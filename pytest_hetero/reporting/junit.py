@@ -33,6 +33,7 @@ from junitparser import JUnitXml, TestSuite
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of, item_of
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
+from pytest_hetero.reporting.docview import run_view
 from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable, rule_results, verification
 
 if TYPE_CHECKING:
@@ -148,7 +149,9 @@ def junit_text(evidence: EvidenceDocument, signoff: SignoffView | None = None,
         times[layer] = times.get(layer, 0.0) + _seconds(entry)
         kept = texts.kept(entry) if texts is not None else None
         cases.setdefault(layer, array("q")).append(-1 - position if kept is None else kept)
-    root: Any = JUnitXml(f"pytest-hetero {evidence['run'].get('id', '')}")
+    run = run_view(evidence["run"])
+    run_id = "" if run.id is None else run.id
+    root: Any = JUnitXml(f"pytest-hetero {run_id}")
     root.tests = sum(c["tests"] for c in counts.values())
     root.failures = sum(c["failures"] for c in counts.values())
     root.errors = sum(c["errors"] for c in counts.values())
@@ -161,7 +164,7 @@ def junit_text(evidence: EvidenceDocument, signoff: SignoffView | None = None,
         suite.tests, suite.failures = tally["tests"], tally["failures"]
         suite.errors, suite.skipped = tally["errors"], tally["skipped"]
         suite.time = round(times.get(layer, 0.0), 3)
-        suite.add_property("run_id", printable(str(evidence["run"].get("id", ""))))
+        suite.add_property("run_id", printable(str(run_id)))
         suite.add_property("verdict", evidence["summary"]["verdict"])
         if state is not None:
             suite.add_property("verification", state)

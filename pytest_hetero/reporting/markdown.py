@@ -10,15 +10,18 @@ what GitHub or GitLab would turn into a mention or a link to an issue (``@team``
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
-from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable, verification
+from pytest_hetero.reporting.docview import run_view, signoff_state
+from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.evidence.views import SignoffView
+    from pytest_hetero.reporting.docview import SignoffState
 
 MAX_LINES = 20
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
@@ -46,23 +49,23 @@ def code(text: Any, limit: int = 200) -> str:
 
 def render_markdown(evidence: EvidenceDocument, signoff: SignoffView) -> str:
     """Return the summary as Markdown text (GitHub-flavoured tables)."""
-    run = evidence["run"]
+    run = run_view(evidence["run"])
     verdict = evidence["summary"]["verdict"].upper()
-    signer = signoff.get("run_signer")
-    state, by = verification(signoff)
-    why = f" ({md(str(signoff['signer_error']))})" if signoff.get("signer_error") else ""
+    read = signoff_state(signoff)
+    signer, state, by = read.run_signer, read.state, read.by
+    why = f" ({md(str(read.signer_error))})" if read.signer_error else ""
     sig = (f"**verified**, signed by `{str(by)[:16]}`" if state == "verified" else
            f"signed by `{signer[:16]}`, **not verified**{why}") if signer else f"**UNSIGNED**{why}"
     heading = verdict if state == "verified" else f"{verdict} (**NOT VERIFIED**: an unproven claim)"
     out = [f"## pytest-hetero: {heading}", "",
-           (f"Run {code(run.get('id'))} · matrices: {', '.join(md(m['name']) for m in evidence['matrices']) or 'none'}"
+           (f"Run {code(run.id)} · matrices: {', '.join(md(m['name']) for m in evidence['matrices']) or 'none'}"
            f" · bundle {sig}"), ""]
     shown = [s for s in STATUSES if evidence["summary"]["totals"].get(s)]
     out += ["| layer | " + " | ".join(shown) + " |", "|---|" + "---:|" * len(shown)]
     for layer, counts in layer_counts(evidence):
         out.append(f"| {layer} | " + " | ".join(str(counts[s]) for s in shown) + " |")
     out.append("")
-    out += _failures(evidence) + _signoff(signoff) + _baseline(evidence) + _untested(evidence) + _usage(evidence)
+    out += _failures(evidence) + _signoff(read) + _baseline(evidence) + _untested(evidence) + _usage(evidence)
     out += ["", "_A pass proves only what report.html's \"What this run does not prove\" section allows._", ""]
     return "\n".join(out)
 
@@ -87,16 +90,15 @@ def _failures(evidence: EvidenceDocument) -> list[str]:
     return [*out, ""]
 
 
-def _signoff(signoff: SignoffView) -> list[str]:
+def _signoff(signoff: SignoffState) -> list[str]:
     """``### Sign-off``: each role with its layers, state and who signed (none: no section). A
     view written at the end of the run (``source: run_end``) shows no state: sign-offs come later."""
-    roles = signoff.get("roles", [])
-    if not roles:
+    if not signoff.roles:
         return []
-    out = ["### Sign-off", "", md(signoff.get("note", ""), limit=600), ""]
-    for role in roles:
+    out = ["### Sign-off", "", md(signoff.note, limit=600), ""]
+    for role in signoff.roles:
         head = f"- {md(role['role'])} ({', '.join(role['layers'])})"
-        if signoff.get("source") == "run_end":
+        if signoff.source == "run_end":
             out.append(head)
             continue
         out.append(f"{head}: **{role['state'].replace('_', ' ')}**")
@@ -128,9 +130,7 @@ def _untested(evidence: EvidenceDocument) -> list[str]:
     if not untested:
         out.append("Nothing excluded, blocked, skipped or deselected.")
     else:
-        by_status: dict[str, int] = {}
-        for entry in untested:
-            by_status[entry["status"]] = by_status.get(entry["status"], 0) + 1
+        by_status = Counter(entry["status"] for entry in untested)
         out.append(", ".join(f"{n} {s}" for s, n in sorted(by_status.items(), key=lambda kv: -kv[1])))
         out.append("")
         out += [f"- {entry['status']}: {code(entry['nodeid'])} — {md(entry['reason'])}"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of
 from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
-from pytest_hetero.reporting.view import one_line
+from pytest_hetero.reporting.view import one_line, provenance_source
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument, RuleResult
@@ -154,8 +154,7 @@ def observed(result: RuleResult) -> str:
 
 def provenance_text(result: RuleResult) -> str:
     """`` computed``, `` measured`` or `` self-reported, not verified`` for a rule result with provenance."""
-    provenance = result.get("provenance")
-    source = provenance.get("source") if provenance else None
+    source = provenance_source(result)
     if source == "self_reported":
         return " self-reported, not verified"
     return f" {source}" if source else ""

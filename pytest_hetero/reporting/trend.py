@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 import jinja2
 
-from pytest_hetero.evidence.document import item_of
+from pytest_hetero.evidence.document import item_of, model_identity
 from pytest_hetero.evidence.inputs import input_digests
 from pytest_hetero.evidence.records import RULES, data_of
+from pytest_hetero.reporting.docview import dims, run_view, targets
 from pytest_hetero.vocab import FAILED
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import Entry, EvidenceDocument, RuleBound, RuleResult
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument, MatrixEntry, RuleBound, RuleResult
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -91,46 +92,46 @@ class Trend(TypedDict):
     summary: TrendSummary
 
 
-def _night_inputs(evidence: EvidenceDocument) -> dict[str, str]:
+def _night_inputs(evidence: EvidenceDocument, matrices: list[MatrixEntry]) -> dict[str, str]:
     """Per matrix prefix: a digest of what every item of that matrix was given (matrix, tool, target)."""
-    run = evidence.get("run", {})
-    target = json.dumps([{k: t.get(k) for k in ("backend", "identity", "versions", "images")}
-                         for t in evidence.get("target", [])], sort_keys=True, default=str)
-    return {m["prefix"]: hashlib.sha256(f"{m['sha256']}|{run.get('tool_version')}|{target}".encode())
-            .hexdigest()[:16] for m in evidence.get("matrices", [])}
+    tool_version = run_view(evidence.get("run", {})).tool_version
+    target = json.dumps([{"backend": t.backend, "identity": t.identity, "versions": t.versions, "images": t.images}
+                         for t in targets(evidence)], sort_keys=True, default=str)
+    return {m["prefix"]: hashlib.sha256(f"{m['sha256']}|{tool_version}|{target}".encode())
+            .hexdigest()[:16] for m in matrices}
 
 
 def _identities(evidence: EvidenceDocument) -> dict[tuple[str, ...], str]:
     """(matrix, resource, image, model, dataset) → model/data-set version and sha256 of its model run."""
-    out = {}
+    out: dict[tuple[str, ...], str] = {}
     for item in evidence["items"]:
         if item["layer"] != "model":
             continue
-        data = next((r["data"] for r in item["records"] if r["kind"] == "model.identity"), None)
-        if data is not None:
-            keys = item["keys"]
-            out[(item["matrix"], *(str(keys.get(d)) for d in ("resource", "image", "model", "dataset")))] = \
-                "|".join(str(data.get(k)) for k in ("version", "sha256", "dataset_version", "dataset_sha256"))
+        ident = next((found for r in item["records"] if (found := model_identity(r)) is not None), None)
+        if ident is not None:
+            keys = dims(item)
+            out[(item["matrix"], str(keys.resource), str(keys.image), str(keys.model), str(keys.dataset))] = \
+                f"{ident['version']}|{ident['sha256']}|{ident['dataset_version']}|{ident['dataset_sha256']}"
     return out
 
 
 def _night(evidence: EvidenceDocument) -> tuple[dict[str, tuple[str, str, str]], dict[tuple[str, str], RuleResult]]:
     """(item key → (status, input digest, layer), (item key, rule) → result) for one night."""
-    names = {m["prefix"]: m["name"] for m in evidence.get("matrices", [])}
-    inputs, idents, used = _night_inputs(evidence), _identities(evidence), input_digests(evidence)
+    matrices = evidence.get("matrices", [])
+    names = {m["prefix"]: m["name"] for m in matrices}
+    inputs, idents, used = _night_inputs(evidence, matrices), _identities(evidence), input_digests(evidence)
     statuses: dict[str, tuple[str, str, str]] = {}
     metrics: dict[tuple[str, str], RuleResult] = {}
     both: list[Entry] = [*evidence["untested"]["items"], *evidence["items"]]
     for entry in both:
         item = item_of(entry)
         prefix, _, rest = entry["nodeid"].partition("::")
-        key = f"{names.get(prefix, prefix)}::{rest}"
-        keys = entry["keys"]
-        ident = idents.get((item["matrix"] if item else prefix, *(str(keys.get(d)) for d in
-                                                          ("resource", "image", "model", "dataset"))), "")
         name = names.get(prefix, prefix)
-        code, rules = used.get((name, "code", str(keys.get("model"))), ""), \
-            used.get((name, "rules", str(keys.get("dataset"))), "")
+        key = f"{name}::{rest}"
+        keys = dims(entry)
+        ident = idents.get((item["matrix"] if item else prefix, str(keys.resource), str(keys.image), str(keys.model),
+                            str(keys.dataset)), "")
+        code, rules = used.get((name, "code", str(keys.model)), ""), used.get((name, "rules", str(keys.dataset)), "")
         statuses[key] = (entry["status"], f"{inputs.get(prefix, '')}|{ident}|{code}|{rules}", entry["layer"])
         for record in item["records"] if item else []:
             judged = data_of(record, RULES)
@@ -149,8 +150,9 @@ def trend(nights: list[tuple[EvidenceDocument, str]]) -> Trend:
     "expected": str}], "summary": {"nights", "items", "failing_now", "flaky", "metrics"}}``; items sorted
     failing-now first, then flaky, then by key.
     """
-    ordered = sorted(nights, key=lambda n: str(n[0].get("run", {}).get("started_at", "")))
-    per_night = [_night(evidence) for evidence, _ in ordered]
+    runs = [(evidence, run_view(evidence.get("run", {})), verification) for evidence, verification in nights]
+    ordered = sorted(runs, key=lambda n: str("" if n[1].started_at is None else n[1].started_at))
+    per_night = [_night(evidence) for evidence, _, _ in ordered]
     keys = sorted({k for statuses, _ in per_night for k in statuses})
     items = [_item_trend(key, [statuses.get(key) for statuses, _ in per_night]) for key in keys]
     items.sort(key=lambda e: (e["failing_since"] is None, not e["flaky"], e["item"]))
@@ -159,10 +161,16 @@ def trend(nights: list[tuple[EvidenceDocument, str]]) -> Trend:
     summary: TrendSummary = {"nights": len(ordered), "items": len(items),
                "failing_now": sum(1 for e in items if e["failing_since"] is not None),
                "flaky": sum(1 for e in items if e["flaky"]), "metrics": len(metrics)}
-    return {"nights": [{"run": ev.get("run", {}).get("id"), "started_at": ev.get("run", {}).get("started_at"),
-                        "verdict": ev.get("summary", {}).get("verdict"), "verification": verification,
-                        "tool_version": ev.get("run", {}).get("tool_version")} for ev, verification in ordered],
+    return {"nights": [{"run": run.id, "started_at": run.started_at, "verdict": _verdict(ev),
+                        "verification": verification, "tool_version": run.tool_version}
+                       for ev, run, verification in ordered],
             "items": items, "metrics": metrics, "summary": summary}
+
+
+def _verdict(evidence: EvidenceDocument) -> str | None:
+    """The night's verdict (None when its document has no summary)."""
+    summary = evidence.get("summary")
+    return summary["verdict"] if summary is not None else None
 
 
 def _numeric(value: object) -> TypeGuard[float | int]:

@@ -20,6 +20,7 @@ from pytest_hetero.evidence.document import failure_of
 from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.evidence.records import RULES, data_of
 from pytest_hetero.evidence.spool import ItemSpool
+from pytest_hetero.reporting.docview import signoff_state
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import (
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
         FailureDict,
         ItemDict,
         RecordDict,
+        RuleResult,
     )
     from pytest_hetero.evidence.views import SignoffView
 
@@ -157,13 +159,8 @@ def verification(signoff: SignoffView) -> tuple[str, str | None]:
     sign-off view (:func:`pytest_hetero.bundle.signoff.signoff_context`): what every rendering states
     before the verdict. A view without the field is read from ``run_signer``/``run_verified``/``source``
     (a run-end view is the gate's own signature)."""
-    state = signoff.get("verification")
-    signer = signoff.get("run_signer")
-    if state not in ("verified", "unverified", "unsigned"):
-        state = ("verified" if signoff.get("run_verified") or signoff.get("source") == "run_end" else "unverified") \
-            if signer else "unsigned"
-    by = signoff.get("verified_by") or signer
-    return state, str(by) if state == "verified" and by else None
+    read = signoff_state(signoff)
+    return read.state, read.by
 
 
 def printable(text: str) -> str:
@@ -317,9 +314,16 @@ def rule_results(entry: Entry) -> list[RuleRow]:
         for r in data["results"]:
             out.append({"name": r["name"], "metric": r.get("metric") or r["kind"],
                         "threshold": r["expected"], "observed": r["observed"], "unit": r.get("unit"),
-                        "provenance": (r.get("provenance") or {}).get("source"), "verdict": r["verdict"],
+                        "provenance": provenance_source(r), "verdict": r["verdict"],
                         "run": data.get("run")})
     return out
+
+
+def provenance_source(result: RuleResult) -> str | None:
+    """Where a rule's observed value came from: its ``provenance.source`` (``computed``, ``measured``,
+    ``measured_in_workload`` or ``self_reported``); None for a result without one."""
+    provenance = result.get("provenance")
+    return provenance.get("source") if provenance else None
 
 
 def _key(entry: Entry) -> tuple[str, ...]:
@@ -485,11 +489,11 @@ def _grid(matrix: str, per: dict[str, set[str]], tally: dict[tuple[str, str, str
 
 def _subcell(layer: str, counts: Counter[str], mine: list[int], texts: dict[int, str]) -> SubCell:
     total = sum(counts.values())
-    status = next((s for s in SEVERITY if counts.get(s)), "none")
+    status = next((s for s in SEVERITY if counts[s]), "none")
     title = f"{layer}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) if total else f"{layer}: —"
     title += "".join(f"\n[{n}] {texts[n]}" for n in mine)
     return {"layer": layer, "letter": LETTERS[layer], "status": status, "counts": dict(counts),
-            "passed": counts.get("passed", 0),
+            "passed": counts["passed"],
             "total": total, "notes": mine, "title": title}
 
 
