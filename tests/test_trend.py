@@ -85,6 +85,9 @@ def test_trend_text_and_html(nights: tuple[list[Path], Path], tmp_path: Path, ca
     html = page.read_text()
     assert "<script" not in html and 'class="bound"' in html and "<polyline" in html
     assert f'<tr data-item="{KEY_BIZ}">' in html and "yes (2)" in html
+    # the summary's item count, not the dict's ``items`` method that ``data.summary.items`` resolves to in Jinja
+    assert ('<p id="summary">11 items · <strong>2 failing now</strong> · 1 flaky (status changed while inputs '
+            'were unchanged) · 1 metric series</p>') in html
 
 
 def test_trend_verifies_every_bundle_first(nights: tuple[list[Path], Path], tmp_path: Path,
