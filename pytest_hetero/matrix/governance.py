@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import MatrixError
-from pytest_hetero.matrix.document import ProbeDoc, ReserveDoc, SpecDoc
+from pytest_hetero.matrix.document import ProbeDoc, ReserveDoc
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.defaults import Spec
 
 KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tenant-isolation": (("as", "target"), ("image", "expect")),
@@ -50,7 +53,7 @@ be called so."""
 ErrorAt = Callable[[tuple[Any, ...], str, str], MatrixError]
 
 
-def governance_problems(spec: SpecDoc, names: dict[str, list[str]], error: ErrorAt) -> list[MatrixError]:
+def governance_problems(spec: Spec, names: dict[str, list[str]], error: ErrorAt) -> list[MatrixError]:
     """Problems of ``spec.governance`` the schema cannot see: duplicate tenant or probe names, names of
     resources, images and tenants that do not exist, keys the probe's kind does not take, a tenant
     probed by itself, and an image named ``governance`` (the probes' collector level).
@@ -63,21 +66,21 @@ def governance_problems(spec: SpecDoc, names: dict[str, list[str]], error: Error
         at = names["image"].index(RESERVED_GROUP)
         problems.append(error(("spec", "images", at, "name"), f"image name '{RESERVED_GROUP}' is reserved",
                               "governance probes are collected under <resource>::governance::; rename the image"))
-    gov = spec.get("governance") or {}
+    gov = spec["governance"]
     tenants: list[str] = []
-    for i, tenant in enumerate(gov.get("tenants", [])):
+    for i, tenant in enumerate(gov["tenants"]):
         if tenant["name"] in tenants:
             problems.append(error(("spec", "governance", "tenants", i, "name"),
                                   f"duplicate tenant name '{tenant['name']}'", "give each tenant a unique name"))
         tenants.append(tenant["name"])
     seen: list[str] = []
-    for j, probe in enumerate(gov.get("probes", [])):
+    for j, probe in enumerate(gov["probes"]):
         where: tuple[Any, ...] = ("spec", "governance", "probes", j)
         if probe["name"] in seen:
             problems.append(error((*where, "name"), f"duplicate probe name '{probe['name']}'",
                                   "give each probe a unique name"))
         seen.append(probe["name"])
-        served = [m["name"] for m in spec.get("models", []) if m.get("serving")]
+        served = [m["name"] for m in spec["models"] if m.get("serving")]
         problems += _probe_problems(probe, where, {**names, "tenant": tenants, "served": served}, error)
     return problems
 
