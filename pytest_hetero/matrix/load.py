@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pytest_hetero import LAYERS
 from pytest_hetero.durations import parse_duration
@@ -34,6 +34,7 @@ from pytest_hetero.matrix.defaults import (
     serving_spec,
 )
 from pytest_hetero.matrix.document import MatrixDoc, ServingDoc
+from pytest_hetero.matrix.governance import Names
 from pytest_hetero.matrix.model import (
     Coverage,
     Dataset,
@@ -55,6 +56,8 @@ from pytest_hetero.matrix.training import parse_training
 from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, dotted, parse_yaml, read_yaml
 from pytest_hetero.safeio import Unreadable, read_file, read_local, resolved
 from pytest_hetero.usercache import cache_dir, installed_files
+
+Dimension = Literal["resource", "image", "model", "dataset"]
 
 
 @lru_cache(maxsize=1)
@@ -247,8 +250,9 @@ def _reference_problems(data: MatrixDoc, spec: Spec, pos: Positions, file: str) 
         return MatrixError(message, Location(file, line, col, dotted(path, data) if field else ""), hint)
 
     problems, names = _name_problems(spec, error)
+    dims: tuple[Dimension, ...] = ("resource", "image", "model", "dataset")
     for i, rule in enumerate(spec["exclude"]):
-        for dim in ("resource", "image", "model", "dataset"):
+        for dim in dims:
             if dim in rule and rule[dim] not in names[dim]:
                 close = difflib.get_close_matches(rule[dim], names[dim], n=1)
                 hint = f"did you mean '{close[0]}'?" if close else f"known {dim}s: {', '.join(names[dim])}"
@@ -285,15 +289,15 @@ def _reference_problems(data: MatrixDoc, spec: Spec, pos: Positions, file: str) 
 
 
 def _name_problems(spec: Spec, error: Callable[[tuple[Any, ...], str, str], MatrixError]
-                   ) -> tuple[list[MatrixError], dict[str, list[str]]]:
+                   ) -> tuple[list[MatrixError], Names]:
     """Duplicate resource/image/model/dataset names; and the names of each dimension, in order."""
     problems: list[MatrixError] = []
-    names: dict[str, list[str]] = {}
-    entries: tuple[tuple[str, str, list[ResourceSpec] | list[ImageSpec] | list[ModelSpec] | list[DatasetSpec]], ...] = (
+    names: Names = {"resource": [], "image": [], "model": [], "dataset": []}
+    entries: tuple[tuple[Dimension, str, list[ResourceSpec] | list[ImageSpec] | list[ModelSpec] | list[DatasetSpec]],
+                   ...] = (
         ("resource", "resources", spec["resources"]), ("image", "images", spec["images"]),
         ("model", "models", spec["models"]), ("dataset", "datasets", spec["datasets"]))
     for dim, key, listed in entries:
-        names[dim] = []
         for i, entry in enumerate(listed):
             if entry["name"] in names[dim]:
                 problems.append(error(("spec", key, i, "name"), f"duplicate {dim} name '{entry['name']}'",
