@@ -409,7 +409,8 @@ class Matrix:
         layers = [name for name, category in DEFAULT_OWNERS.items() if category == owner]
         if layer in layers:
             layers.insert(0, layers.pop(layers.index(layer)))
-        return next((self.owners[name] for name in layers if self.owners.get(name, owner) != owner), owner)
+        # ``owners`` holds every layer (the build fills the categories of DEFAULT_OWNERS, whose keys ``layers`` are)
+        return next((self.owners[name] for name in layers if self.owners[name] != owner), owner)
 
     @cached_property
     def _by_name(self) -> _Index:
