@@ -39,7 +39,7 @@ from pytest_hetero.matrix.document import (
     TruthDoc,
 )
 from pytest_hetero.matrix.model import DEFAULT_DOMAIN, DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUTS_S, DEFAULT_VALID_FOR_S
-from pytest_hetero.vocab import DEFAULT_OWNERS, Layer
+from pytest_hetero.vocab import DEFAULT_OWNERS
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
@@ -248,8 +248,8 @@ def complete(spec: SpecDoc) -> Spec:
         "datasets": [{"sensitive": False, **d} for d in spec["datasets"]],
         "target": spec.get("target", DEFAULT_TARGET),
         "owners": {**{str(k): str(v) for k, v in DEFAULT_OWNERS.items()}, **spec.get("owners", {})},
-        "layers": {**{layer: _layer(layer, given_layers[layer]) for layer in LAYERS if layer in given_layers},
-                   **{layer: _layer(layer, {}) for layer in LAYERS if layer not in given_layers}},  # file order first
+        "layers": {**{layer: _layer(layer, conf) for layer, conf in given_layers.items()},  # file order first
+                   **{layer: _layer(layer, {}) for layer in LAYERS if layer not in given_layers}},
         "exclude": spec.get("exclude", []),
         "profiles": {name: {"layers": list(LAYERS), "representative": False, "repeat": 1, **p}
                      for name, p in spec.get("profiles", {}).items()},
@@ -265,9 +265,12 @@ def _resource(r: ResourceDoc) -> ResourceSpec:
             "coverage": DEFAULT_COVERAGE, **r}
 
 
-def _layer(layer: Layer, given: LayerSettingsDoc) -> LayerSpec:
-    return {"timeout": DEFAULT_TIMEOUTS_S[layer], "output_limit_bytes": DEFAULT_OUTPUT_LIMIT, "repeat": 1,
-            **given}
+_TIMEOUTS_S: dict[str, float] = {str(layer): seconds for layer, seconds in DEFAULT_TIMEOUTS_S.items()}
+""":data:`~pytest_hetero.matrix.model.DEFAULT_TIMEOUTS_S` by the layer names the schema admits as keys."""
+
+
+def _layer(layer: str, given: LayerSettingsDoc) -> LayerSpec:
+    return {"timeout": _TIMEOUTS_S[layer], "output_limit_bytes": DEFAULT_OUTPUT_LIMIT, "repeat": 1, **given}
 
 
 def _model(m: ModelDoc) -> ModelSpec:
