@@ -273,8 +273,8 @@ def _cluster_drift(args: argparse.Namespace, matrix: Matrix, plan: Plan) -> Clus
                                            keys=_keys(args))
     label = baseline_label(baseline, verification)
     target = dict(matrix.target)
-    namespace = target.get("namespace")
-    live = snapshot_of_target(target, args.context or target.get("context"), [namespace] if namespace else [])
+    namespace = matrix.target.get("namespace")
+    live = snapshot_of_target(target, args.context or matrix.target.get("context"), [namespace] if namespace else [])
     _, changes, found = drift_since(baseline, label, matrix, plan, live, "--affected-from-cluster")
     record = impact(parse_change(args.change), observed_by_resource(found, plan)) if args.change else None
     return {"label": label, "changes": changes, "affected": found, "change_record": record}

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
 from pytest_hetero.errors import MatrixError
+from pytest_hetero.evidence.records import INPUT_USED, data_of
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
@@ -186,10 +187,8 @@ def used_inputs(evidence: EvidenceDocument) -> dict[str, dict[str, list[str]]]:
     out: dict[str, dict[str, list[str]]] = {}
     for item in evidence["items"]:
         for record in item["records"]:
-            if record["kind"] == USED:
-                data = record["data"]
-                out.setdefault(str(data.get("path")), {}).setdefault(str(data.get("sha256")), []).append(
-                    item["nodeid"])
+            if (data := data_of(record, INPUT_USED)) is not None:
+                out.setdefault(data["path"], {}).setdefault(str(data["sha256"]), []).append(item["nodeid"])
     return out
 
 

@@ -28,7 +28,7 @@ __all__ = [
     "PlacedData", "RequestData", "ReserveBurstData", "ReserveServingData", "ReserveTimelineData", "ReserveWindowData",
     "RollbackData", "RulesData", "RunData", "RunningState", "ServingAuthData", "SimulationData", "SmokeRun",
     "SnapshotData", "SnapshotNode", "SubmittedData", "TimelineEntry", "UsageData", "UsageDevice", "UsageSeries",
-    "data_of",
+    "UsedData", "data_of",
 ]
 
 
@@ -274,6 +274,17 @@ class NotProvenData(TypedDict):
     reason: str
 
 
+class UsedData(TypedDict):
+    """``inputs.used`` (:mod:`pytest_hetero.layers.execution` for a model's code folder,
+    :mod:`pytest_hetero.layers.business` for an acceptance file; both write ``input``, ``path`` and ``sha256``): the
+    digest of the bytes the item used (None when the folder could not be read, then ``error`` says why)."""
+
+    input: str
+    path: str
+    sha256: str | None
+    error: NotRequired[str | None]
+
+
 class GovernanceProbeData(TypedDict):
     """``governance.probe`` (:mod:`pytest_hetero.layers.governance`)."""
 
@@ -393,6 +404,7 @@ COMMUNICATION = Kind[CommunicationData]("training.communication")
 CHECKPOINT = Kind[CheckpointData]("training.checkpoint")
 RULES = Kind[RulesData]("business.rules")
 NOT_PROVEN = Kind[NotProvenData]("scope.not_proven")
+INPUT_USED = Kind[UsedData]("inputs.used")
 PROBE = Kind[GovernanceProbeData]("governance.probe")
 SERVING_AUTH = Kind[ServingAuthData]("serving.auth")
 ROLLBACK = Kind[RollbackData]("serving.rollback")

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from pytest_hetero import LAYERS
+from pytest_hetero.evidence import records
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
+from pytest_hetero.evidence.records import data_of
 from pytest_hetero.matrix.expand import Plan
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.vocab import Status
@@ -110,9 +112,8 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: Iterable[It
                               item.get("reason"), item.get("blocked_by")))
         elif item["status"] == "passed":
             passed_all.append((item["nodeid"], item["keys"], item["layer"]))
-        not_proven += [{"nodeid": item["nodeid"], "layer": r["data"].get("layer", item["layer"]),
-                        "part": r["data"].get("part", ""), "reason": r["data"].get("reason", "")}
-                       for r in item["records"] if r["kind"] == NOT_PROVEN]
+        not_proven += [{"nodeid": item["nodeid"], "layer": d["layer"], "part": d["part"], "reason": d["reason"]}
+                       for r in item["records"] if (d := data_of(r, records.NOT_PROVEN)) is not None]
     never: dict[str, dict[str, list[str]]] = {}
     for matrix, prefix, plan in plans:
         for omitted in plan.omitted:

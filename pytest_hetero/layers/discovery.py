@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from pytest_hetero.backends.protocol import EngineView, HostView, NodeFacts, NodePool
 from pytest_hetero.errors import Location, MatrixError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
+from pytest_hetero.matrix.document import TargetDoc
 from pytest_hetero.matrix.model import Matrix, Resource
 from pytest_hetero.matrix.quantity import quantity_or_none
 from pytest_hetero.matrix.tolerations import BLOCKING_EFFECTS, taint_text, tolerates
@@ -431,7 +432,7 @@ LIFECYCLE_TAINTS = "node.kubernetes.io/"
 pressure): infrastructure's, like the conditions behind them."""
 
 
-def judged_conditions(target: dict[str, Any]) -> tuple[str, ...] | None:
+def judged_conditions(target: TargetDoc) -> tuple[str, ...] | None:
     """The condition types ``spec.target.node_problem_conditions`` names (None: every type but Ready).
 
     Raises LayerBroken ``configuration`` when the key is not a list of condition type names."""

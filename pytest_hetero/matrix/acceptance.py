@@ -96,20 +96,20 @@ class GoldenSample(TypedDict):
 
 class GoldenBody(TypedDict):
     """A golden rule's body: ``samples``; ``field`` (default ``predictions``) and ``key`` (default ``indices``)
-    name the outputs lists read."""
+    name the outputs lists read (:func:`load_rules` fills the defaults)."""
 
     samples: list[GoldenSample]
-    field: NotRequired[str]
-    key: NotRequired[str]
+    field: str
+    key: str
 
 
 class LatencyBody(TypedDict):
-    """A latency rule's body: nearest-rank ``percentile`` (0–100) of ``field`` (default ``latency_ms``) at most
-    ``max_ms``."""
+    """A latency rule's body: nearest-rank ``percentile`` (0–100) of ``field`` (default ``latency_ms``, filled by
+    :func:`load_rules`) at most ``max_ms``."""
 
     percentile: float
     max_ms: float
-    field: NotRequired[str]
+    field: str
 
 
 class ServiceBody(TypedDict, total=False):
@@ -127,17 +127,18 @@ class ServiceBody(TypedDict, total=False):
 
 class AcceptanceRule(TypedDict):
     """A checked rule of an AcceptanceRules file (:func:`load_rules`): its ``name``, its one ``kind`` (the key of
-    :data:`KINDS` it has, whose body is that key's value), its ``line`` in the file, and the keys of its kind."""
+    :data:`KINDS` it has, whose body is that key's value), its ``line`` in the file, whether its value is
+    ``self_reported`` (default false), and the keys of its kind."""
 
     name: str
     kind: str
     line: int
+    self_reported: bool
     description: NotRequired[str]
     metric: NotRequired[str]
     op: NotRequired[str]
     value: NotRequired[float]
     tolerance: NotRequired[float]
-    self_reported: NotRequired[bool]
     slice: NotRequired[dict[str, str | int | float]]
     golden: NotRequired[GoldenBody]
     latency: NotRequired[LatencyBody]
@@ -201,12 +202,23 @@ def _parse_rules(path: Path, raw: bytes) -> list[AcceptanceRule]:
                 Location(where, *pos.of(("rules", i, "name")), f"rules[{i}].name"),
                 "give each rule its own name: results, trends and diffs are keyed by it"))
             continue
-        out.append(cast(AcceptanceRule, {**rule, "kind": kind, "line": line}))  # _rule_problems found none
+        out.append(_with_defaults(cast(AcceptanceRule, {"self_reported": False, **rule, "kind": kind, "line": line})))
+        # _rule_problems found none: the rule has the shape of its kind
     if len(problems) == 1:
         raise problems[0]
     if problems:
         raise RulesInvalid(problems)
     return out
+
+
+def _with_defaults(rule: AcceptanceRule) -> AcceptanceRule:
+    """``rule`` with its body's defaults filled: a golden rule's ``field`` (``predictions``) and ``key``
+    (``indices``), a latency rule's ``field`` (``latency_ms``)."""
+    if "golden" in rule:
+        rule["golden"] = {"field": "predictions", "key": "indices", **rule["golden"]}
+    if "latency" in rule:
+        rule["latency"] = {"field": "latency_ms", **rule["latency"]}
+    return rule
 
 
 def _rule_problems(rule: Any, i: int, pos: Positions, where: str) -> list[CaseError]:
@@ -533,7 +545,7 @@ def _evaluate(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> 
 
 def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> RuleVerdict:
     if rule["kind"] == "metric":
-        if rule.get("self_reported"):
+        if rule["self_reported"]:
             observed, provenance = metric_value(outputs, rule["metric"]), _self_reported(rule["metric"])
         else:
             observed, provenance = gate.get(rule["metric"], _slice(rule))
@@ -564,7 +576,7 @@ def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues
                 "provenance": {"source": "measured", "by": "the gate's load generator (outputs.service.levels)"}}
     if rule["kind"] == "latency":
         lat = rule["latency"]
-        field = lat.get("field", "latency_ms")
+        field = lat["field"]
         values = _numbers(outputs, field)
         if not values:
             raise NotEvaluable(f"outputs field '{field}' is an empty list", "invalid")
@@ -582,7 +594,7 @@ def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues
 
 def _evaluate_golden(gold: GoldenBody, outputs: ModelOutputs) -> RuleVerdict:
     """A golden rule's result (see :func:`evaluate`); raises :class:`NotEvaluable` as it says."""
-    field, key = gold.get("field", "predictions"), gold.get("key", "indices")
+    field, key = gold["field"], gold["key"]
     values, keys = outputs.fields.get(field), outputs.fields.get(key)
     if field not in outputs.fields:
         raise NotEvaluable(f"outputs field '{field}' is absent")

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import MatrixError
-from pytest_hetero.matrix.document import ProbeDoc, ReserveDoc, SpecDoc
+from pytest_hetero.matrix.document import BurstDoc, ProbeDoc, ReserveDoc, Scalar
+
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
+    from pytest_hetero.matrix.defaults import Spec
 
 KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tenant-isolation": (("as", "target"), ("image", "expect")),
@@ -50,7 +55,52 @@ be called so."""
 ErrorAt = Callable[[tuple[Any, ...], str, str], MatrixError]
 
 
-def governance_problems(spec: SpecDoc, names: dict[str, list[str]], error: ErrorAt) -> list[MatrixError]:
+class Names(TypedDict):
+    """The names of each dimension of a matrix, in file order (:func:`pytest_hetero.matrix.load.load_matrix`'s
+    reference check builds it)."""
+
+    resource: list[str]
+    image: list[str]
+    model: list[str]
+    dataset: list[str]
+
+
+class ProbeNames(Names):
+    """:class:`Names` with the tenants and the served models (what a governance probe may name)."""
+
+    tenant: list[str]
+    served: list[str]
+
+
+DEFAULT_WINDOW = "2s"
+"""``reserve.window`` when absent (schema default)."""
+DEFAULT_DURATION = "20s"
+"""``reserve.duration`` when absent (schema default)."""
+
+
+class ReserveSpec(TypedDict):
+    """A reserved-inference probe's ``reserve`` (:class:`~pytest_hetero.matrix.document.ReserveDoc`) with
+    ``window`` (:data:`DEFAULT_WINDOW`), ``duration`` (:data:`DEFAULT_DURATION`) and ``min_ready`` (the replicas)
+    filled, as :mod:`pytest_hetero.layers.reserved` reads them."""
+
+    model: str
+    replicas: int
+    burst: BurstDoc
+    p95_ms: float
+    window: Scalar
+    duration: Scalar
+    min_ready: int
+    dataset: NotRequired[str]
+    priority_class: NotRequired[str]
+    max_error_rate: NotRequired[float]
+
+
+def reserve_spec(reserve: ReserveDoc) -> ReserveSpec:
+    """``reserve`` with its defaults filled (a new mapping)."""
+    return {"window": DEFAULT_WINDOW, "duration": DEFAULT_DURATION, "min_ready": reserve["replicas"], **reserve}
+
+
+def governance_problems(spec: Spec, names: Names, error: ErrorAt) -> list[MatrixError]:
     """Problems of ``spec.governance`` the schema cannot see: duplicate tenant or probe names, names of
     resources, images and tenants that do not exist, keys the probe's kind does not take, a tenant
     probed by itself, and an image named ``governance`` (the probes' collector level).
@@ -59,25 +109,25 @@ def governance_problems(spec: SpecDoc, names: dict[str, list[str]], error: Error
     builds a MatrixError at a YAML path. Returns every problem found (empty when none).
     """
     problems: list[MatrixError] = []
-    if RESERVED_GROUP in names.get("image", []):
+    if RESERVED_GROUP in names["image"]:
         at = names["image"].index(RESERVED_GROUP)
         problems.append(error(("spec", "images", at, "name"), f"image name '{RESERVED_GROUP}' is reserved",
                               "governance probes are collected under <resource>::governance::; rename the image"))
-    gov = spec.get("governance") or {}
+    gov = spec["governance"]
     tenants: list[str] = []
-    for i, tenant in enumerate(gov.get("tenants", [])):
+    for i, tenant in enumerate(gov["tenants"]):
         if tenant["name"] in tenants:
             problems.append(error(("spec", "governance", "tenants", i, "name"),
                                   f"duplicate tenant name '{tenant['name']}'", "give each tenant a unique name"))
         tenants.append(tenant["name"])
     seen: list[str] = []
-    for j, probe in enumerate(gov.get("probes", [])):
+    for j, probe in enumerate(gov["probes"]):
         where: tuple[Any, ...] = ("spec", "governance", "probes", j)
         if probe["name"] in seen:
             problems.append(error((*where, "name"), f"duplicate probe name '{probe['name']}'",
                                   "give each probe a unique name"))
         seen.append(probe["name"])
-        served = [m["name"] for m in spec.get("models", []) if m.get("serving")]
+        served = [m["name"] for m in spec["models"] if m.get("serving")]
         problems += _probe_problems(probe, where, {**names, "tenant": tenants, "served": served}, error)
     return problems
 
@@ -87,7 +137,7 @@ def _unknown(kind: str, value: str, known: list[str]) -> str:
     return f"did you mean '{close[0]}'?" if close else f"known {kind}s: {', '.join(known) or 'none declared'}"
 
 
-def _probe_problems(probe: ProbeDoc, at: tuple[Any, ...], names: dict[str, list[str]],
+def _probe_problems(probe: ProbeDoc, at: tuple[Any, ...], names: ProbeNames,
                     error: ErrorAt) -> list[MatrixError]:
     kind = probe["kind"]
     required, optional = KIND_KEYS[kind]
@@ -97,12 +147,12 @@ def _probe_problems(probe: ProbeDoc, at: tuple[Any, ...], names: dict[str, list[
                 for key in probe if key not in COMMON_KEYS and key not in required and key not in optional]
     problems += [error(at, f"a {kind} probe needs '{key}'", _need(kind, key)) for key in required
                  if key not in probe]
-    named: tuple[tuple[Literal["resource", "image", "as", "target"], str], ...] = (
+    named: tuple[tuple[Literal["resource", "image", "as", "target"], Literal["resource", "image", "tenant"]], ...] = (
         ("resource", "resource"), ("image", "image"), ("as", "tenant"), ("target", "tenant"))
     for key, dim in named:
-        if key in probe and probe[key] not in names.get(dim, []):
+        if key in probe and probe[key] not in names[dim]:
             problems.append(error((*at, key), f"probe '{probe['name']}' names unknown {dim} '{probe[key]}'",
-                                  _unknown(dim, probe[key], names.get(dim, []))))
+                                  _unknown(dim, probe[key], names[dim])))
     if "reserve" in probe and kind == "reserved-inference":
         problems += _reserve_problems(probe["reserve"], (*at, "reserve"), names, error)
     problems += _boundary_problems(probe, at, error)
@@ -112,39 +162,41 @@ def _probe_problems(probe: ProbeDoc, at: tuple[Any, ...], names: dict[str, list[
     return problems
 
 
-def _reserve_problems(reserve: ReserveDoc, at: tuple[Any, ...], names: dict[str, list[str]],
+def _reserve_problems(given: ReserveDoc, at: tuple[Any, ...], names: ProbeNames,
                       error: ErrorAt) -> list[MatrixError]:
     """A reserved-inference probe's ``reserve``: its model must exist and be served, its dataset exist, its
     floor (``min_ready``) be at most its replicas, its ``window`` be longer than no time and its ``duration`` at
     least one window (else every window of the burst is empty, judged as failed requests, or none runs)."""
     problems = []
-    served = names.get("served", [])
-    if reserve["model"] not in names.get("model", []):
+    reserve = reserve_spec(given)
+    served = names["served"]
+    if reserve["model"] not in names["model"]:
         problems.append(error((*at, "model"), f"reserve.model names unknown model '{reserve['model']}'",
-                              _unknown("model", reserve["model"], names.get("model", []))))
+                              _unknown("model", reserve["model"], names["model"])))
     elif reserve["model"] not in served:
         problems.append(error((*at, "model"), f"model '{reserve['model']}' has no serving block",
                               "the probe deploys a served model: name a model with serving (protocol, model_name)"))
-    if "dataset" in reserve and reserve["dataset"] not in names.get("dataset", []):
+    if "dataset" in reserve and reserve["dataset"] not in names["dataset"]:
         problems.append(error((*at, "dataset"), f"reserve.dataset names unknown dataset '{reserve['dataset']}'",
-                              _unknown("dataset", reserve["dataset"], names.get("dataset", []))))
-    if reserve.get("min_ready", 0) > reserve["replicas"]:
+                              _unknown("dataset", reserve["dataset"], names["dataset"])))
+    if reserve["min_ready"] > reserve["replicas"]:
         problems.append(error((*at, "min_ready"), f"min_ready {reserve['min_ready']} is above replicas "
                               f"{reserve['replicas']}", "the floor is at most the Deployment's replicas"))
-    seconds = {}
-    spans: tuple[tuple[Literal["window", "duration"], str], ...] = (("window", "2s"), ("duration", "20s"))
-    for key, default in spans:
+    def seconds(key: Literal["window", "duration"], example: str) -> float | None:
         try:
-            seconds[key] = parse_duration(reserve.get(key, default))
+            return parse_duration(reserve[key])
         except ValueError as exc:
-            problems.append(error((*at, key), f"reserve.{key}: {exc}", f"e.g. {key}: {default}"))
-    if seconds.get("window", 1.0) < MIN_WINDOW_S:
+            problems.append(error((*at, key), f"reserve.{key}: {exc}", f"e.g. {key}: {example}"))
+            return None
+
+    window_s, duration_s = seconds("window", DEFAULT_WINDOW), seconds("duration", DEFAULT_DURATION)
+    if window_s is not None and window_s < MIN_WINDOW_S:
         problems.append(error((*at, "window"), f"reserve.window {reserve['window']} is shorter than "
                               f"{MIN_WINDOW_S:g} s: a window sends almost no request and falls between two listings of "
                               "the serving pods (its floor would not be observed)", "e.g. window: 2s"))
-    if "window" in seconds and "duration" in seconds and seconds["duration"] < seconds["window"]:
-        problems.append(error((*at, "duration"), f"reserve.duration {reserve.get('duration', '20s')} is shorter than "
-                              f"one window ({reserve.get('window', '2s')}): no load window would run during the burst",
+    if window_s is not None and duration_s is not None and duration_s < window_s:
+        problems.append(error((*at, "duration"), f"reserve.duration {reserve['duration']} is shorter than "
+                              f"one window ({reserve['window']}): no load window would run during the burst",
                               "watch the burst for several windows, e.g. duration: 20s with window: 2s"))
     return problems
 def _boundary_problems(probe: ProbeDoc, at: tuple[Any, ...], error: ErrorAt) -> list[MatrixError]:

@@ -23,23 +23,19 @@ from pytest_hetero import LAYERS
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
 from pytest_hetero.matrix import taskqueues
-from pytest_hetero.matrix.document import (
-    DatasetDoc,
-    GovernanceDoc,
-    ImageDoc,
-    MatrixDoc,
-    ModelDoc,
-    ProbeDoc,
-    ResourceDoc,
-    ServingDoc,
-    SpecDoc,
-    ValidationDoc,
+from pytest_hetero.matrix.defaults import (
+    DatasetSpec,
+    ImageSpec,
+    ModelSpec,
+    ResourceSpec,
+    Spec,
+    complete,
+    probe_spec,
+    serving_spec,
 )
+from pytest_hetero.matrix.document import MatrixDoc, ServingDoc
+from pytest_hetero.matrix.governance import Names
 from pytest_hetero.matrix.model import (
-    DEFAULT_DOMAIN,
-    DEFAULT_OUTPUT_LIMIT,
-    DEFAULT_TIMEOUTS_S,
-    DEFAULT_VALID_FOR_S,
     Coverage,
     Dataset,
     ExcludeRule,
@@ -60,7 +56,8 @@ from pytest_hetero.matrix.training import parse_training
 from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, dotted, parse_yaml, read_yaml
 from pytest_hetero.safeio import Unreadable, read_file, read_local, resolved
 from pytest_hetero.usercache import cache_dir, installed_files
-from pytest_hetero.vocab import DEFAULT_OWNERS
+
+Dimension = Literal["resource", "image", "model", "dataset"]
 
 
 @lru_cache(maxsize=1)
@@ -243,33 +240,34 @@ def _validate(data: Any, pos: Positions, file: str) -> list[MatrixError]:
     return problems
 
 
-def _reference_problems(data: MatrixDoc, pos: Positions, file: str) -> list[MatrixError]:
+def _reference_problems(data: MatrixDoc, spec: Spec, pos: Positions, file: str) -> list[MatrixError]:
     """Problems the schema cannot see: duplicate names, exclude rules naming unknown entries, timeouts
-    out of range, bad redaction patterns, model entrypoints, unknown profile layers."""
-    spec = data["spec"]
+    out of range, bad redaction patterns, model entrypoints, unknown profile layers. ``spec``: ``data``'s spec
+    with its defaults filled (:func:`~pytest_hetero.matrix.defaults.complete`)."""
 
     def error(path: tuple[Any, ...], message: str, hint: str, field: bool = True) -> MatrixError:
         line, col = pos.of(path)
         return MatrixError(message, Location(file, line, col, dotted(path, data) if field else ""), hint)
 
     problems, names = _name_problems(spec, error)
-    for i, rule in enumerate(spec.get("exclude", [])):
-        for dim in ("resource", "image", "model", "dataset"):
+    dims: tuple[Dimension, ...] = ("resource", "image", "model", "dataset")
+    for i, rule in enumerate(spec["exclude"]):
+        for dim in dims:
             if dim in rule and rule[dim] not in names[dim]:
                 close = difflib.get_close_matches(rule[dim], names[dim], n=1)
                 hint = f"did you mean '{close[0]}'?" if close else f"known {dim}s: {', '.join(names[dim])}"
                 problems.append(error(("spec", "exclude", i, dim), f"exclude rule names unknown {dim} '{rule[dim]}'",
                                       hint))
-    for layer, conf in (spec.get("layers") or {}).items():
+    for layer, conf in spec["layers"].items():
         try:
-            seconds = parse_duration(conf["timeout"]) if isinstance(conf, dict) and "timeout" in conf else 1.0
+            seconds = parse_duration(conf["timeout"])
         except ValueError:
             seconds = 0.0
         if not 0 < seconds <= MAX_DURATION_S:
             problems.append(error(("spec", "layers", layer, "timeout"),
                                   f"timeout {conf['timeout']!r} is {seconds:g} s, outside (0, 7 days]",
                                   "write a duration like '90s', '5m' or '2h'"))
-    for i, redact in enumerate(spec.get("redact", [])):
+    for i, redact in enumerate(spec["redact"]):
         try:
             re.compile(redact["pattern"])
         except re.error as exc:
@@ -285,21 +283,21 @@ def _reference_problems(data: MatrixDoc, pos: Positions, file: str) -> list[Matr
     problems += taskqueues.task_queue_problems(spec, error)
     problems += [error(("spec", "profiles", pname, "layers", j), f"unknown layer '{layer}'",
                        f"layers are {', '.join(LAYERS)}", field=False)
-                 for pname, prof in (spec.get("profiles") or {}).items()
-                 for j, layer in enumerate(prof.get("layers", [])) if layer not in LAYERS]
+                 for pname, prof in spec["profiles"].items()
+                 for j, layer in enumerate(prof["layers"]) if layer not in LAYERS]
     return problems
 
 
-def _name_problems(spec: SpecDoc, error: Callable[[tuple[Any, ...], str, str], MatrixError]
-                   ) -> tuple[list[MatrixError], dict[str, list[str]]]:
+def _name_problems(spec: Spec, error: Callable[[tuple[Any, ...], str, str], MatrixError]
+                   ) -> tuple[list[MatrixError], Names]:
     """Duplicate resource/image/model/dataset names; and the names of each dimension, in order."""
     problems: list[MatrixError] = []
-    names: dict[str, list[str]] = {}
-    entries: tuple[tuple[str, str, list[ResourceDoc] | list[ImageDoc] | list[ModelDoc] | list[DatasetDoc]], ...] = (
+    names: Names = {"resource": [], "image": [], "model": [], "dataset": []}
+    entries: tuple[tuple[Dimension, str, list[ResourceSpec] | list[ImageSpec] | list[ModelSpec] | list[DatasetSpec]],
+                   ...] = (
         ("resource", "resources", spec["resources"]), ("image", "images", spec["images"]),
         ("model", "models", spec["models"]), ("dataset", "datasets", spec["datasets"]))
     for dim, key, listed in entries:
-        names[dim] = []
         for i, entry in enumerate(listed):
             if entry["name"] in names[dim]:
                 problems.append(error(("spec", key, i, "name"), f"duplicate {dim} name '{entry['name']}'",
@@ -308,7 +306,7 @@ def _name_problems(spec: SpecDoc, error: Callable[[tuple[Any, ...], str, str], M
     return problems, names
 
 
-def _model_problems(model: ModelDoc, path: tuple[Any, ...], pos: Positions, file: str,
+def _model_problems(model: ModelSpec, path: tuple[Any, ...], pos: Positions, file: str,
                     data: MatrixDoc) -> list[MatrixError]:
     """A model is run (entrypoint, uri, sha256) or served (serving with endpoint or deploy)."""
     def err(message: str, hint: str, *sub: Any) -> MatrixError:
@@ -343,10 +341,11 @@ def _model_problems(model: ModelDoc, path: tuple[Any, ...], pos: Positions, file
     return problems
 
 
-def _serving(raw: ServingDoc | None, version: str) -> Serving | None:
-    if raw is None:
+def _serving(doc: ServingDoc | None, version: str) -> Serving | None:
+    if doc is None:
         return None
-    given = raw.get("load", {})
+    raw = serving_spec(doc, version)
+    given = raw["load"]
     load: LoadSettings = {}
     if "concurrency" in given:
         load["concurrency"] = given["concurrency"]
@@ -359,10 +358,10 @@ def _serving(raw: ServingDoc | None, version: str) -> Serving | None:
     if "request_timeout" in given:
         load["request_timeout_s"] = parse_duration(given["request_timeout"])
     return Serving(
-        protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw.get("version", version)),
+        protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw["version"]),
         endpoint=raw.get("endpoint"), deploy={k: str(v) for k, v in raw["deploy"].items()} if "deploy" in raw else None,
-        task=raw.get("task", ""), auth=raw.get("auth", {}).copy(), load=load,
-        rollback=raw["rollback"].copy() if "rollback" in raw else None, options=dict(raw.get("options", {})),
+        task=raw["task"], auth=raw["auth"].copy(), load=load,
+        rollback=raw["rollback"].copy() if "rollback" in raw else None, options=dict(raw["options"]),
         ready_timeout_s=parse_duration(raw["ready_timeout"]) if "ready_timeout" in raw else None)
 
 
@@ -396,16 +395,16 @@ def containment_root(matrix_path: Path) -> tuple[Path, str]:
                     "folder is the boundary)")
 
 
-def _escaping_paths(data: MatrixDoc, pos: Positions, file: str, matrix_path: Path) -> list[MatrixError]:
+def _escaping_paths(data: MatrixDoc, spec: Spec, pos: Positions, file: str, matrix_path: Path) -> list[MatrixError]:
     """Model/dataset/code/acceptance paths that resolve (symlinks followed) outside the containment root
     (:func:`containment_root`) and every folder allowed by ``HETERO_ALLOW_PATHS``."""
     root, which = containment_root(matrix_path)
     roots = allowed_roots(root)
     problems = []
     paths: list[tuple[str, int, str, str | None]] = []  # (key, index, field, the path as written)
-    for i, model in enumerate(data["spec"]["models"]):
+    for i, model in enumerate(spec["models"]):
         paths += [("models", i, "uri", model.get("uri")), ("models", i, "code", model.get("code"))]
-    for i, dataset in enumerate(data["spec"]["datasets"]):
+    for i, dataset in enumerate(spec["datasets"]):
         paths += [("datasets", i, "uri", dataset["uri"]), ("datasets", i, "acceptance", dataset.get("acceptance"))]
         labels = dataset.get("truth", {}).get("labels")
         if labels:
@@ -429,7 +428,7 @@ def _hex(digest: str) -> str:
     return digest.split(":", 1)[-1]
 
 
-def _truth(dataset: DatasetDoc, rel: Callable[[str | None], Path | None]) -> Truth | None:
+def _truth(dataset: DatasetSpec, rel: Callable[[str | None], Path | None]) -> Truth | None:
     """The dataset's :class:`Truth` (None when it declares none): in its ``labels`` file when it names one,
     else in the dataset file (then with the dataset's sha256 and format)."""
     raw = dataset.get("truth")
@@ -444,7 +443,7 @@ def _truth(dataset: DatasetDoc, rel: Callable[[str | None], Path | None]) -> Tru
                  slices=tuple(raw.get("slices", ())), json_schema=raw.get("json_schema"))
 
 
-def truth_problems(dataset: DatasetDoc, at: tuple[Any, ...],
+def truth_problems(dataset: DatasetSpec, at: tuple[Any, ...],
                    error: Callable[[tuple[Any, ...], str, str], MatrixError]) -> list[MatrixError]:
     """A truth that joins by id names its id column; one that names none says ``join: order``."""
     truth = dataset.get("truth")
@@ -461,8 +460,7 @@ def truth_problems(dataset: DatasetDoc, at: tuple[Any, ...],
     return []
 
 
-def _build(data: MatrixDoc, path: Path, raw: bytes, pos: Positions, base: Path) -> Matrix:
-    spec = data["spec"]
+def _build(data: MatrixDoc, spec: Spec, path: Path, raw: bytes, pos: Positions, base: Path) -> Matrix:
 
     def rel(p: str | None) -> Path | None:
         return None if p is None else resolved(base / p)
@@ -471,70 +469,63 @@ def _build(data: MatrixDoc, path: Path, raw: bytes, pos: Positions, base: Path) 
         return pos.of(p)[0]
 
     resources_ = tuple(Resource(
-        name=r["name"], type=r["type"], vendor=r.get("vendor", "any"),
+        name=r["name"], type=r["type"], vendor=r["vendor"],
         requests={k: str(v) for k, v in r["requests"].items()},
-        limits={k: str(v) for k, v in r.get("limits", {}).items()},
-        node_selector=dict(r.get("node_selector", {})), tolerations=tuple(r.get("tolerations", [])),
-        queue=r.get("queue"), priority_class=r.get("priority_class"), expect=r.get("expect", {}).copy(),
-        line=line("spec", "resources", i), coverage=Coverage.parse(r.get("coverage")),
+        limits={k: str(v) for k, v in r["limits"].items()},
+        node_selector=dict(r["node_selector"]), tolerations=tuple(r["tolerations"]),
+        queue=r.get("queue"), priority_class=r.get("priority_class"), expect=r["expect"].copy(),
+        line=line("spec", "resources", i), coverage=Coverage.parse(r["coverage"]),
         model_runs=r.get("model_runs"), concurrency=r.get("concurrency"))
         for i, r in enumerate(spec["resources"]))
     images = tuple(Image(
         name=m["name"], reference=m["reference"], digest=m.get("digest"),
-        for_types=tuple(m.get("for", ["gpu", "npu", "cpu"])), line=line("spec", "images", i))
+        for_types=tuple(m["for"]), line=line("spec", "images", i))
         for i, m in enumerate(spec["images"]))
     models = tuple(Model(
         name=m["name"], version=str(m["version"]), uri=m.get("uri", ""), path=rel(m.get("uri")) or base,
         sha256=_hex(m.get("sha256", "")), entrypoint=tuple(m.get("entrypoint", ())),
-        runtime=m.get("runtime", ""), code=rel(m.get("code")), line=line("spec", "models", i),
-        serving=_serving(m.get("serving"), str(m["version"])),
-        task_type=m.get("task_type", "online-inference" if "serving" in m else "batch-inference"),
-        network=bool(m.get("network", False)), training=parse_training(m.get("training"), base))
+        runtime=m["runtime"], code=rel(m.get("code")), line=line("spec", "models", i),
+        serving=_serving(m.get("serving"), str(m["version"])), task_type=m["task_type"],
+        network=bool(m["network"]), training=parse_training(m.get("training"), base))
         for i, m in enumerate(spec["models"]))
     datasets = tuple(Dataset(
         name=d["name"], version=str(d["version"]), uri=d["uri"], path=rel(d["uri"]) or base,
         sha256=_hex(d["sha256"]), acceptance=rel(d.get("acceptance")),
-        sensitive=bool(d.get("sensitive", False)), line=line("spec", "datasets", i), truth=_truth(d, rel))
+        sensitive=bool(d["sensitive"]), line=line("spec", "datasets", i), truth=_truth(d, rel))
         for i, d in enumerate(spec["datasets"]))
-    layers = spec.get("layers", {})
-    timeouts = {layer: parse_duration(layers.get(layer, {}).get("timeout", DEFAULT_TIMEOUTS_S[layer]))
-                for layer in LAYERS}
-    output_limit = max((layers.get(layer, {}).get("output_limit_bytes", DEFAULT_OUTPUT_LIMIT)
-                        for layer in LAYERS), default=DEFAULT_OUTPUT_LIMIT)
+    layers = spec["layers"]
+    timeouts = {layer: parse_duration(layers[layer]["timeout"]) for layer in LAYERS}
+    output_limit = max(layers[layer]["output_limit_bytes"] for layer in LAYERS)
     exclude = tuple(ExcludeRule(match={k: str(v) for k, v in e.items() if k != "reason"},
                                 reason=e["reason"], line=line("spec", "exclude", i))
-                    for i, e in enumerate(spec.get("exclude", [])))
-    profiles = {n: Profile(name=n, layers=tuple(p.get("layers", LAYERS)),
-                           representative=bool(p.get("representative", False)),
-                           repeat=int(p.get("repeat", 1)))
-                for n, p in (spec.get("profiles") or {}).items()}
-    gov: GovernanceDoc = spec.get("governance") or {}
-    validation: ValidationDoc = spec.get("validation") or {}
+                    for i, e in enumerate(spec["exclude"]))
+    profiles = {n: Profile(name=n, layers=tuple(p["layers"]), representative=bool(p["representative"]),
+                           repeat=int(p["repeat"]))
+                for n, p in spec["profiles"].items()}
+    gov, validation = spec["governance"], spec["validation"]
     tenants = tuple(Tenant(name=x["name"], namespace=x["namespace"], service_account=x["service_account"],
                            queue=x.get("queue"), cluster_queue=x.get("cluster_queue"),
                            line=line("spec", "governance", "tenants", i))
-                    for i, x in enumerate(gov.get("tenants", [])))
+                    for i, x in enumerate(gov["tenants"]))
     probes = tuple(GovernanceProbe(
         name=x["name"], kind=x["kind"], resource=x["resource"], acting_as=x.get("as"), target=x.get("target"),
-        image=x.get("image"), within={k: str(v) for k, v in x.get("within", {}).items()},
-        above={k: str(v) for k, v in x.get("above", {}).items()}, high=x.get("high"), low=x.get("low"),
-        reasons=tuple((x.get("expect") or {}).get("reasons", ())),
+        image=x.get("image"), within={k: str(v) for k, v in x["within"].items()},
+        above={k: str(v) for k, v in x["above"].items()}, high=x.get("high"), low=x.get("low"),
+        reasons=tuple(x["expect"].get("reasons", ())),
         timeout_s=parse_duration(x["timeout"]) if "timeout" in x else None,
         line=line("spec", "governance", "probes", i), reserve=dict(x.get("reserve") or {}),
-        services=_strings(x, "services"), egress=_strings(x, "egress"), claims=_strings(x, "claims"),
-        secrets=_strings(x, "secrets"), pull_secrets=_strings(x, "pull_secrets"))
-        for i, x in enumerate(gov.get("probes", [])))
+        services=_strings(x["services"]), egress=_strings(x["egress"]), claims=_strings(x["claims"]),
+        secrets=_strings(x["secrets"]), pull_secrets=_strings(x["pull_secrets"]))
+        for i, x in enumerate(map(probe_spec, gov["probes"])))
     return Matrix(
         path=path, sha256=hashlib.sha256(raw).hexdigest(), raw=raw, name=data["metadata"]["name"],
         description=data["metadata"].get("description", ""),
-        target=dict(spec.get("target", {"backend": "local"})),
-        owners={**{str(k): str(v) for k, v in DEFAULT_OWNERS.items()}, **spec.get("owners", {})}, timeouts_s=timeouts,
+        target=spec["target"].copy(), owners=spec["owners"], timeouts_s=timeouts,
         output_limit=int(output_limit), resources=resources_, images=images, models=models,
         datasets=datasets, exclude=exclude, profiles=profiles,
-        redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data,
+        redact=tuple((r["kind"], r["pattern"]) for r in spec["redact"]), source=data,
         tenants=tenants, probes=probes, task_queues=taskqueues.build(spec, line),
-        validation_domain=validation.get("domain", DEFAULT_DOMAIN),
-        valid_for_s=parse_duration(validation.get("valid_for", DEFAULT_VALID_FOR_S)))
+        validation_domain=validation["domain"], valid_for_s=parse_duration(validation["valid_for"]))
 
 
 def load_matrix(path: str | Path, *, read_from: Path | None = None) -> Matrix:
@@ -570,10 +561,11 @@ def load_matrix(path: str | Path, *, read_from: Path | None = None) -> Matrix:
     if problems:
         raise MatrixInvalid(problems)
     doc = cast(MatrixDoc, data)  # the schema admitted it: its shape is MatrixDoc's
-    problems = _reference_problems(doc, pos, display) + _escaping_paths(doc, pos, display, placed)
+    spec = complete(doc["spec"])  # the documented defaults, filled once: the checks and the build subscript
+    problems = _reference_problems(doc, spec, pos, display) + _escaping_paths(doc, spec, pos, display, placed)
     if problems:
         raise MatrixInvalid(problems)
-    matrix = _build(doc, path, raw, pos, placed.parent)
+    matrix = _build(doc, spec, path, raw, pos, placed.parent)
     if placed != path:
         matrix = replace(matrix, read_from=placed.parent)
     for dataset in matrix.datasets:  # the rules that decide the run are read now, once, like the matrix
@@ -617,7 +609,6 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def _strings(probe: ProbeDoc, key: Literal["services", "egress", "claims", "secrets", "pull_secrets"]
-             ) -> tuple[str, ...]:
-    """A governance probe's list of names (network and data boundaries), as strings; () when absent."""
-    return tuple(str(v) for v in probe.get(key) or ())
+def _strings(names: list[str]) -> tuple[str, ...]:
+    """A governance probe's list of names (network and data boundaries), as strings."""
+    return tuple(str(v) for v in names)

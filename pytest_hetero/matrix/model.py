@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar
 
-from pytest_hetero.matrix.document import AuthDoc, ExpectDoc, MatrixDoc, RollbackDoc, TolerationDoc
+from pytest_hetero.matrix.document import AuthDoc, ExpectDoc, MatrixDoc, RollbackDoc, TargetDoc, TolerationDoc
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
@@ -357,7 +357,7 @@ class Matrix:
     sha256: str
     name: str
     description: str
-    target: dict[str, Any]
+    target: TargetDoc
     owners: dict[str, str]
     """Layer → the team that owns its conclusion (the matrix's names; the owner category by default)."""
     timeouts_s: dict[Layer, float]
@@ -396,7 +396,7 @@ class Matrix:
     @property
     def backend(self) -> str:
         """Backend named by ``spec.target.backend`` (default ``local``)."""
-        return str(self.target.get("backend", "local"))
+        return self.target["backend"]
 
     def team(self, owner: str, layer: Layer | None = None) -> str:
         """The matrix's team for ``owner``: an owner category (``infrastructure``, ``platform``,
@@ -409,7 +409,8 @@ class Matrix:
         layers = [name for name, category in DEFAULT_OWNERS.items() if category == owner]
         if layer in layers:
             layers.insert(0, layers.pop(layers.index(layer)))
-        return next((self.owners[name] for name in layers if self.owners.get(name, owner) != owner), owner)
+        # ``owners`` holds every layer (the build fills the categories of DEFAULT_OWNERS, whose keys ``layers`` are)
+        return next((self.owners[name] for name in layers if self.owners[name] != owner), owner)
 
     @cached_property
     def _by_name(self) -> _Index:

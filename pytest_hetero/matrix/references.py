@@ -114,7 +114,7 @@ def _rule_task_problems(err: Report, dataset: Dataset, rules: list[AcceptanceRul
     from pytest_hetero.matrix.gate_metrics import task_of
 
     for rule in rules:
-        if rule["kind"] != "metric" or rule.get("self_reported"):
+        if rule["kind"] != "metric" or rule["self_reported"]:
             continue
         task = task_of(str(rule["metric"]))
         if task is None:

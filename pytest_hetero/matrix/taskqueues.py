@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import MatrixError
-from pytest_hetero.matrix.document import SpecDoc
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.defaults import Spec
 
 GANG_TASK_TYPES = ("training", "fine-tune")
 """Task types whose job may have several pods (``workers`` > 1)."""
@@ -45,30 +47,29 @@ class TaskQueue:
     line: int = 0
 
 
-def build(spec: SpecDoc, line: Callable[..., int]) -> tuple[TaskQueue, ...]:
+def build(spec: Spec, line: Callable[..., int]) -> tuple[TaskQueue, ...]:
     """The :class:`TaskQueue` of each ``spec.task_queues`` entry (schema-checked), in file order;
     ``line(*path)`` gives the line of a path of the document."""
     return tuple(TaskQueue(
         task_type=t, queue=r.get("queue"), cluster_queue=r.get("cluster_queue"),
         priority_class=r.get("priority_class"),
         max_wait_s=parse_duration(r["max_wait"]) if "max_wait" in r else None,
-        workers=int(r.get("workers", 1)), line=line("spec", "task_queues", t))
-        for t, r in (spec.get("task_queues") or {}).items())
+        workers=int(r["workers"]), line=line("spec", "task_queues", t))
+        for t, r in spec["task_queues"].items())
 
 
-def task_queue_problems(spec: SpecDoc,
+def task_queue_problems(spec: Spec,
                         error: Callable[[tuple[Any, ...], str, str], MatrixError]) -> list[MatrixError]:
     """Problems the schema cannot see: a rule for a task type no model has; ``workers`` > 1 for a task
     type that runs one pod."""
     problems: list[MatrixError] = []
-    have = sorted({m.get("task_type", "online-inference" if "serving" in m else "batch-inference")
-                   for m in spec.get("models") or []})
-    for task, rule in (spec.get("task_queues") or {}).items():
+    have = sorted({m["task_type"] for m in spec["models"]})
+    for task, rule in spec["task_queues"].items():
         if task not in have:
             problems.append(error(("spec", "task_queues", task), f"no model has task_type '{task}'",
                                   f"the models' task types are {', '.join(have) or 'none'}: bind one of them, or "
                                   f"give a model task_type: {task}"))
-        if int(rule.get("workers", 1)) > 1 and task not in GANG_TASK_TYPES:
+        if int(rule["workers"]) > 1 and task not in GANG_TASK_TYPES:
             problems.append(error(("spec", "task_queues", task, "workers"),
                                   f"workers: {rule['workers']} for task type '{task}', which runs one pod",
                                   f"only {' and '.join(GANG_TASK_TYPES)} jobs have several pods; remove workers"))

@@ -84,15 +84,17 @@ def parse_training(raw: TrainingDoc | None, base: Path) -> Training:
 
     if not raw:
         return Training()
-    comm = raw.get("communication") or {}
-    ckpt = raw.get("checkpoint") or {}
+    from pytest_hetero.matrix.defaults import training_spec  # defaults imports the model, which imports this module
+
+    spec = training_spec(raw)
+    comm, ckpt = spec["communication"], spec["checkpoint"]
 
     def size(value: Any) -> int:
         return int(quantity(value))
 
     d = Training()
     return Training(
-        world_size=int(raw.get("world_size", d.world_size)),
+        world_size=int(spec.get("world_size", d.world_size)),
         sizes=tuple(size(s) for s in comm.get("sizes", d.sizes)),
         iterations=int(comm.get("iterations", d.iterations)), warmup=int(comm.get("warmup", d.warmup)),
         min_busbw_gbps=float(comm["min_busbw_gbps"]) if "min_busbw_gbps" in comm else None,
