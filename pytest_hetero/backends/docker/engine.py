@@ -110,7 +110,7 @@ class DockerBackend(Backend):
         """Engine identity (``info.ID``/name), host, versions (engine, API, kernel, OS) and image digests."""
         s = self.session
         engine = s.engine
-        return {"backend": self.name, "identity": engine.id or s.conn.get("base_url", "DOCKER_HOST"),
+        return {"backend": self.name, "identity": engine.id or s.engine_url,
                 "nodes": [engine.name] if engine.name else [],
                 "versions": {"engine": engine.version, "api": engine.api_version, "kernel": engine.kernel,
                              "os": engine.os},
