@@ -68,6 +68,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+class WorkerInput(TypedDict):
+    """What the controller gives every pytest-xdist worker (:func:`pytest_configure_node` writes all three, beside
+    xdist's own keys): the controller's run id (artifacts share one bundle), its claim root and its pid."""
+
+    hetero_run_id: str
+    hetero_claim_root: str
+    hetero_controller_pid: int
+
+
 def _git_commit(cwd: Path) -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
@@ -91,9 +100,9 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(module, module.__name__)
     if not config.pluginmanager.hasplugin("pytest_hetero.ordering"):
         config.pluginmanager.register(ordering.Ordering(), "pytest_hetero.ordering")
-    worker = getattr(config, "workerinput", None)
+    worker: WorkerInput | None = getattr(config, "workerinput", None)
     try:
-        settings = settings_of(config, run_id=worker.get("hetero_run_id") if worker else None)
+        settings = settings_of(config, run_id=worker["hetero_run_id"] if worker else None)
     except HeteroError as exc:
         raise pytest.UsageError(exc.render()) from None
     config.stash[SETTINGS] = settings
@@ -116,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker is None:
         _check_early(config, settings)
     else:
-        signals.follow_controller(worker.get("hetero_controller_pid"))
+        signals.follow_controller(worker["hetero_controller_pid"])
         config.stash[PREVIOUS_SIGTERM] = signals.catch_sigterm()
     if not config.pluginmanager.hasplugin("pytest_hetero.slimmer"):
         config.pluginmanager.register(Slimmer(config), "pytest_hetero.slimmer")
