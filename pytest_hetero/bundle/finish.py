@@ -164,7 +164,8 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     untested = evidence["untested"]
     run = evidence["run"]
     audit = ((evidence.get("cluster") or {}).get("change_record") or {}).get("audit") or {}
-    change = audit.get("status") if audit.get("status") in ("passed", "failed", "error") else None
+    audited = audit.get("status")
+    change = audited if audited in ("passed", "failed", "error") else None
     diff = evidence.get("baseline_diff")
     run["exit_status"] = exit_status(run.get("exit_status"), diff["gate"] if diff else None, change)
     for change in inputs.changed:
@@ -174,7 +175,7 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
             {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": change["reason"]} for n in change["nodeids"])
     cleanup = evidence.get("cleanup")
     judged = summarise(evidence["items"], untested, cleanup["leftovers"] if cleanup else [],
-                       evidence["run"].get("exit_status"), len(evidence.get("errors") or []), change)
+                       run["exit_status"], len(evidence.get("errors") or []), change)  # settled above
     summary = evidence["summary"]
     summary["verdict"] = judged["verdict"]
     summary["verdict_reason"] = judged["verdict_reason"]
