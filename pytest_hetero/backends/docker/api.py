@@ -10,6 +10,8 @@ these shapes instead of guessing at keys. Sources (Docker Engine API reference, 
 * ``GET /images/{name}/json`` (ImageInspect): ``Id``, ``RepoDigests``, ``Created``, ``Size``, ``Config.User``
   (:class:`ImageInspect`);
 * ``GET /exec/{id}/json`` (ExecInspectResponse): ``Running``, ``ExitCode`` (:class:`ExecInspect`);
+* ``POST /images/create`` (a pull's progress stream, one JSON message per line): each message's ``error``
+  (:func:`pull_errors`);
 * ``GET /containers/json``, ``/volumes``, ``/images/json``, ``/networks`` (ContainerSummary, VolumeListResponse,
   ImageSummary, Network), filtered by label: each object's name, id, ``Labels`` and ``Created`` (:class:`Listed`);
 * ``GET /containers/{id}/stats`` (ContainerStatsResponse, one document per tick of the stream):
@@ -228,6 +230,13 @@ def inspect_container(api: docker.APIClient, cid: str) -> ContainerInspect:
 def container_state(api: docker.APIClient, cid: str) -> ContainerState:
     """The ``State`` of container ``cid`` (:func:`inspect_container`); raises as it does."""
     return ContainerState.parse(api.inspect_container(cid)["State"])
+
+
+def pull_errors(api: docker.APIClient, ref: str) -> list[str]:
+    """Pull ``ref`` through ``api``, reading its progress stream to the end: the ``error`` of each message that has
+    one (empty: pulled). Raises the SDK's errors (``docker.errors.APIError``)."""
+    return [str(error) for message in api.pull(ref, stream=True, decode=True)
+            if (error := _object(message).get("error"))]
 
 
 @dataclass(frozen=True)
