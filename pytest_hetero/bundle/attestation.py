@@ -55,10 +55,21 @@ SIGNATURE_FIELDS = frozenset({"keyid", "sig"})
 
 
 @dataclass(frozen=True)
+class DsseSignature:
+    """One signature of a DSSE envelope, read once by :func:`parse_line` after the envelope's shape was checked:
+    its ``keyid`` (None when the signature names none: DSSE leaves it optional) and its base64 ``sig``."""
+
+    keyid: str | None
+    sig: str
+
+
+@dataclass(frozen=True)
 class Attestation:
     """One parsed line of ``attestation.intoto.jsonl``: its 1-based ``line``, the ``raw`` bytes of
     the line (without newline), the DSSE ``envelope`` dict, the decoded ``payload`` bytes and the
-    in-toto ``statement`` parsed from them."""
+    in-toto ``statement`` parsed from them; the statement's top-level fields read once by :func:`parse_line`
+    (``statement_type``, ``subject`` and ``predicate_type_written`` as written, None when absent; ``predicate``
+    the object, ``{}`` when absent or not an object) and the envelope's ``signers``."""
 
     line: int
     raw: bytes
@@ -66,18 +77,22 @@ class Attestation:
     """Its shape checked by :func:`parse_line`: exactly the DSSE fields, with their JSON types."""
     payload: bytes
     statement: dict[str, Any]
+    statement_type: object
+    """The statement's ``_type`` as written (untrusted; None when absent)."""
+    subject: object
+    """The statement's ``subject`` as written (untrusted; None when absent)."""
+    predicate_type_written: object
+    """The statement's ``predicateType`` as written (untrusted; None when absent)."""
+    predicate: dict[str, Any]
+    """The statement's ``predicate`` (``{}`` when absent or not an object)."""
+    signers: tuple[DsseSignature, ...]
+    """The envelope's signatures, in order."""
 
     @property
     def predicate_type(self) -> str:
         """The statement's ``predicateType`` (``""`` when absent or not a string)."""
-        value = self.statement.get("predicateType")
+        value = self.predicate_type_written
         return value if isinstance(value, str) else ""
-
-    @property
-    def predicate(self) -> dict[str, Any]:
-        """The statement's ``predicate`` (``{}`` when absent or not an object)."""
-        value = self.statement.get("predicate")
-        return value if isinstance(value, dict) else {}
 
     @property
     def signatures(self) -> list[Signature]:
@@ -92,8 +107,9 @@ def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
     extra = sorted(set(envelope) - ENVELOPE_FIELDS)
     if extra:
         return f"unsigned field(s) {', '.join(map(repr, extra))} beside the DSSE fields"
-    if envelope.get("payloadType") != payload_type:
-        return f"payloadType {str(envelope.get('payloadType'))[:80]!r}, expected {payload_type}"
+    written = envelope.get("payloadType")
+    if written != payload_type:
+        return f"payloadType {str(written)[:80]!r}, expected {payload_type}"
     if not isinstance(envelope.get("payload"), str) or not isinstance(envelope.get("signatures"), list):
         return "payload is not a string or signatures is not a list"
     for n, sig in enumerate(envelope["signatures"], 1):
@@ -124,7 +140,10 @@ def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     statement = loads_bounded(payload, f"line {line}'s payload")
     if not isinstance(statement, dict):
         raise Unreadable("malformed", f"line {line}: the payload is not a JSON object")
-    return Attestation(line, raw, envelope, payload, statement)
+    predicate = statement.get("predicate")
+    signers = tuple(DsseSignature(s.get("keyid"), s["sig"]) for s in envelope["signatures"])
+    return Attestation(line, raw, envelope, payload, statement, statement.get("_type"), statement.get("subject"),
+                       statement.get("predicateType"), predicate if isinstance(predicate, dict) else {}, signers)
 
 
 def read_attestations(bundle_dir: Path, payload_type: str) -> list[Attestation]:
@@ -160,31 +179,36 @@ def read_envelope(bundle_dir: Path) -> tuple[Envelope, bytes, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class RunClaim:
-    """What a sign-off reads of the run's signed predicate, parsed once from the untrusted statement
+    """What is read of the run's signed predicate, parsed once from the untrusted statement
     (:meth:`of`): ``owners`` ({matrix: {layer: team}}), ``counts`` ({layer: {status: n}}), and the run's
     ``run_id``, ``verdict`` and ``finished_at`` as the predicate states them (a sign-off repeats them as they
     are). An owners or counts entry that is not an object, a team that is not a string and a count that is
-    not an integer are left out."""
+    not an integer are left out. ``run_stated``: the predicate has a ``run`` object; ``finished_at_recovered``:
+    it says exactly ``true``; ``inputs_not_kept`` and ``validation`` as written (None when absent)."""
 
     owners: dict[str, dict[str, str]]
     counts: dict[str, dict[str, int]]
     run_id: object = None
     verdict: object = None
     finished_at: object = None
+    run_stated: bool = False
+    finished_at_recovered: bool = False
+    inputs_not_kept: object = None
+    validation: object = None
 
     @classmethod
-    def of(cls, statement: dict[str, Any]) -> RunClaim:
-        """The claim of the run statement ``statement`` (parsed JSON)."""
-        found = statement.get("predicate")
-        predicate: dict[str, Any] = found if isinstance(found, dict) else {}
-        owners, counts, run = predicate.get("owners"), predicate.get("counts"), predicate.get("run")
-        run = run if isinstance(run, dict) else {}
+    def of(cls, statement: Attestation) -> RunClaim:
+        """The claim of the run's line ``statement`` (its parsed, untrusted predicate)."""
+        predicate = statement.predicate
+        owners, counts, found = predicate.get("owners"), predicate.get("counts"), predicate.get("run")
+        run: dict[str, Any] = found if isinstance(found, dict) else {}
         return cls(
             {str(m): {str(layer): team for layer, team in per.items() if isinstance(team, str)}
              for m, per in owners.items() if isinstance(per, dict)} if isinstance(owners, dict) else {},
             {str(layer): {str(status): n for status, n in per.items() if isinstance(n, int)}
              for layer, per in counts.items() if isinstance(per, dict)} if isinstance(counts, dict) else {},
-            run.get("id"), predicate.get("verdict"), run.get("finished_at"))
+            run.get("id"), predicate.get("verdict"), run.get("finished_at"), isinstance(found, dict),
+            run.get("finished_at_recovered") is True, predicate.get("inputs_not_kept"), predicate.get("validation"))
 
 
 def role_layers(claim: RunClaim, role: str) -> list[str]:
@@ -279,13 +303,14 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, de
         envelope_for,
         keyid,
     )
+    from pytest_hetero.bundle.signoff_check import SignoffClaim
 
     try:
         lines = read_attestations(bundle_dir, PAYLOAD_TYPE)
     except Unreadable as exc:
         raise _signoff_refusal(bundle_dir, f"cannot read the attestations: {exc.kind}: {exc.detail}") from None
     run = lines[0]
-    claim = RunClaim.of(run.statement)
+    claim = RunClaim.of(run)
     owned = role_layers(claim, role)
     if not owned:
         teams = sorted({t for per in claim.owners.values() for t in per.values()})
@@ -301,11 +326,12 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, de
         raise _signoff_refusal(bundle_dir, f"sign-off refused: {why}")
     kid = key.keyid if isinstance(key, Signer) else keyid(key.public_key())
     for other in lines[1:]:
-        if other.predicate.get("role") == role and any(s.get("keyid") == kid for s in other.signatures):
+        signed = SignoffClaim.of(other)
+        if signed.role_written == role and any(s.keyid == kid for s in other.signers):
             if not supersede:
                 raise _signoff_refusal(
                     bundle_dir, f"key {kid[:16]}… already signed for role {role!r} "
-                    f"({other.predicate.get('decision')!r} at {other.predicate.get('signed_at')})",
+                    f"({signed.decision_written!r} at {signed.signed_at_written})",
                     "to record a later decision that supersedes it (the earlier line stays, superseded), sign "
                     "again with --supersede")
     statement: SignoffStatement = {

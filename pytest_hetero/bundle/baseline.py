@@ -165,11 +165,12 @@ def target_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list
     for backend in sorted(set(a) | set(b)):
         fa, fb = a.get(backend, {}), b.get(backend, {})
         for key in sorted(set(fa) | set(fb)):
-            if fa.get(key) != fb.get(key):
-                entry: TargetChange = {"backend": backend, "field": key, "old": fa.get(key), "new": fb.get(key)}
-                if isinstance(fa.get(key), list) or isinstance(fb.get(key), list):
-                    entry["added"] = sorted(set(fb.get(key) or []) - set(fa.get(key) or []))
-                    entry["removed"] = sorted(set(fa.get(key) or []) - set(fb.get(key) or []))
+            va, vb = fa.get(key), fb.get(key)  # a field one backend's fingerprint lacks is None
+            if va != vb:
+                entry: TargetChange = {"backend": backend, "field": key, "old": va, "new": vb}
+                if isinstance(va, list) or isinstance(vb, list):
+                    entry["added"] = sorted(set(vb or []) - set(va or []))
+                    entry["removed"] = sorted(set(va or []) - set(vb or []))
                 changes.append(entry)
     return changes
 

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument, TornLine
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.settings import Settings
+    from pytest_hetero.vocab import Status
 
 TMP_PREFIX = ".hetero-tmp-"
 """Name prefix of the finish's temporary files (a leftover of an abandoned finish is removed)."""
@@ -164,17 +165,18 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     untested = evidence["untested"]
     run = evidence["run"]
     audit = ((evidence.get("cluster") or {}).get("change_record") or {}).get("audit") or {}
-    change = audit.get("status") if audit.get("status") in ("passed", "failed", "error") else None
+    audited = audit.get("status")
+    change: Status | None = audited if audited in ("passed", "failed", "error") else None
     diff = evidence.get("baseline_diff")
     run["exit_status"] = exit_status(run.get("exit_status"), diff["gate"] if diff else None, change)
-    for change in inputs.changed:
-        warnings.append(change["reason"])
-        layer = {"code": "model", "acceptance": "business"}[change["input"]]
+    for changed in inputs.changed:
+        warnings.append(changed["reason"])
+        layer = {"code": "model", "acceptance": "business"}[changed["input"]]
         untested.setdefault("not_proven", []).extend(
-            {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": change["reason"]} for n in change["nodeids"])
+            {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": changed["reason"]} for n in changed["nodeids"])
     cleanup = evidence.get("cleanup")
     judged = summarise(evidence["items"], untested, cleanup["leftovers"] if cleanup else [],
-                       evidence["run"].get("exit_status"), len(evidence.get("errors") or []), change)
+                       run["exit_status"], len(evidence.get("errors") or []), change)  # settled above
     summary = evidence["summary"]
     summary["verdict"] = judged["verdict"]
     summary["verdict_reason"] = judged["verdict_reason"]

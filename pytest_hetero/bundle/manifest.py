@@ -227,9 +227,9 @@ def check_manifest(bundle_dir: Path) -> list[Problem]:
     path = bundle_dir / MANIFEST
     try:
         manifest = json.loads(path.read_bytes())
-        entries = manifest["files"]
-        if manifest.get("schema") != MANIFEST_SCHEMA or manifest.get("algorithm") != "sha256":
-            return [Problem(MANIFEST, "malformed", f"unknown schema {manifest.get('schema')!r}")]
+        entries, schema = manifest["files"], manifest.get("schema")
+        if schema != MANIFEST_SCHEMA or manifest.get("algorithm") != "sha256":
+            return [Problem(MANIFEST, "malformed", f"unknown schema {schema!r}")]
         listed = [(str(e["path"]), str(e["sha256"]), int(e["size"])) for e in entries]
     except FileNotFoundError:
         return [Problem(MANIFEST, "missing", "the bundle has no manifest")]

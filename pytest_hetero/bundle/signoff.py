@@ -146,7 +146,7 @@ def bundle_signoff(bundle_dir: Path, evidence: EvidenceDocument, keys: list[Ed25
     each sign-off is verified only when the run's signature is and ``policy`` binds its key to its
     role (:func:`~pytest_hetero.bundle.signoff_check.check_signoffs`); otherwise it is shown unverified
     with the reason."""
-    from pytest_hetero.bundle.attestation import read_attestations
+    from pytest_hetero.bundle.attestation import RunClaim, read_attestations
     from pytest_hetero.bundle.signing import PAYLOAD_TYPE
     from pytest_hetero.bundle.signoff_check import NO_POLICY, check_signoffs
     from pytest_hetero.bundle.verify import Verification, check_run_signature, gate_keys
@@ -162,9 +162,10 @@ def bundle_signoff(bundle_dir: Path, evidence: EvidenceDocument, keys: list[Ed25
     check = Verification()
     check_run_signature(run, gate_keys(keys or [], policy), check)
     run_verified = bool(check.run_signers) and not check.problems
-    signer = next((s.get("keyid") for s in run.signatures), None)
+    signer = next((s.keyid for s in run.signers), None)
     trusted = policy if run_verified else None
-    signoffs, _ = check_signoffs(lines[1:], hashlib.sha256(run.payload).hexdigest(), run.statement, trusted,
+    claim = RunClaim.of(run)
+    signoffs, _ = check_signoffs(lines[1:], hashlib.sha256(run.payload).hexdigest(), claim, trusted,
                                  run_line=run.raw)
     if not run_verified:
         why = ("the run's signature is not verified (give the gate key with --key)" if signer
@@ -172,7 +173,6 @@ def bundle_signoff(bundle_dir: Path, evidence: EvidenceDocument, keys: list[Ed25
         for s in signoffs:
             s.verified, s.names = False, []
             s.why_unverified = why if s.why_unverified == NO_POLICY else s.why_unverified
-    owners = run.statement.get("predicate", {}).get("owners", {})
     note = (f"Read from the attestations; sign-offs checked against trust policy {trusted.name} "
             f"({trusted.trusted_by})." if trusted else
             "Read from the attestations; no sign-off is verified: give the gate key (--key) and the trust "
@@ -180,5 +180,5 @@ def bundle_signoff(bundle_dir: Path, evidence: EvidenceDocument, keys: list[Ed25
     untrusted = not keys and not (policy and policy.gate)
     error = None if run_verified else "no trusted key given (--key GATE.pub): the signature was not checked" \
         if signer and untrusted else "; ".join(p.detail for p in check.problems) or None
-    return signoff_context(owners if isinstance(owners, dict) else {}, signer, error,
+    return signoff_context(claim.owners, signer, error,
                            signoffs, source="attestations", run_verified=run_verified, policy=trusted, note=note)

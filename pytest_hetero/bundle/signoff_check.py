@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_hetero import LAYERS
 from pytest_hetero.bundle.attestation import (
@@ -91,7 +91,8 @@ class SignoffClaim:
     ``{sequence: int, previous: text}``), and whether the predicate is ``well_formed``: ``{role, layers,
     decision, conditions, signed_at}`` with a text role, a non-empty list of layers, a decision of
     :data:`~pytest_hetero.bundle.attestation.DECISIONS`, text or null conditions and a text time (then ``role``,
-    ``layers`` and ``decision`` are exactly as written)."""
+    ``layers`` and ``decision`` are exactly as written); ``role_written``, ``decision_written`` and
+    ``signed_at_written`` as written (None when absent)."""
 
     role: str
     layers: list[str]
@@ -100,6 +101,9 @@ class SignoffClaim:
     signed_at: str | None
     chain: ChainLink | None
     well_formed: bool
+    role_written: object = None
+    decision_written: object = None
+    signed_at_written: object = None
 
     @classmethod
     def of(cls, att: Attestation) -> SignoffClaim:
@@ -118,22 +122,23 @@ class SignoffClaim:
                    layers=[x for x in layers if isinstance(x, str)] if isinstance(layers, list) else [],
                    decision=str(decision if "decision" in predicate else ""),
                    conditions=conditions if isinstance(conditions, str) else None,
-                   signed_at=signed_at if isinstance(signed_at, str) else None, chain=link, well_formed=well_formed)
+                   signed_at=signed_at if isinstance(signed_at, str) else None, chain=link, well_formed=well_formed,
+                   role_written=role, decision_written=decision, signed_at_written=signed_at)
 
 
 def _signoff_of(att: Attestation, claim: SignoffClaim) -> SignOff:
-    sigs = att.signatures
-    return SignOff(line=att.line, keyid=sigs[0].get("keyid", "") if sigs else "", role=claim.role,
+    sigs = att.signers
+    return SignOff(line=att.line, keyid=(sigs[0].keyid or "") if sigs else "", role=claim.role,
                    layers=list(claim.layers), decision=claim.decision, conditions=claim.conditions,
                    signed_at=claim.signed_at)
 
 
 def _signoff_shape(att: Attestation, signed: SignoffClaim, run_digest: str, claim: RunClaim) -> str | None:
     """What makes a sign-off line wrong whatever key signed it (None when well-formed)."""
-    if att.predicate_type != SIGNOFF_PREDICATE_TYPE or att.statement.get("_type") != STATEMENT_TYPE:
+    if att.predicate_type != SIGNOFF_PREDICATE_TYPE or att.statement_type != STATEMENT_TYPE:
         return (f"not a sign-off statement (predicateType {att.predicate_type[:120]!r}); every line after the "
                 f"first must be {SIGNOFF_PREDICATE_TYPE}")
-    if att.statement.get("subject") != [{"name": STATEMENT, "digest": {"sha256": run_digest}}]:
+    if att.subject != [{"name": STATEMENT, "digest": {"sha256": run_digest}}]:
         return "its subject is not this run's statement.intoto.json (a sign-off of another run or statement)"
     if len(att.signatures) != 1:
         return f"{len(att.signatures)} signatures: a sign-off carries exactly its team's one"
@@ -187,9 +192,11 @@ def _chain_problem(signed: SignoffClaim, sequence: int, previous: bytes) -> str 
     return None
 
 
-def check_signoffs(lines: list[Attestation], run_digest: str, run_statement: dict[str, Any],
+def check_signoffs(lines: list[Attestation], run_digest: str, claim: RunClaim,
                    policy: TrustPolicy | None, run_line: bytes | None = None) -> tuple[list[SignOff], list[Problem]]:
-    """Step 6: each sign-off line (``lines`` after the run's) as a :class:`SignOff`, and the problems.
+    """Step 6: each sign-off line (``lines`` after the run's) as a :class:`SignOff`, and the problems;
+    ``run_digest`` is the sha256 of the run's statement, ``claim`` what its signed predicate says
+    (:class:`~pytest_hetero.bundle.attestation.RunClaim`).
 
     A line that is not a well-formed sign-off of this run is a problem whatever the policy. With
     ``policy``, a sign-off holds only when signed by one of its role's keys (the gate key only where
@@ -203,7 +210,6 @@ def check_signoffs(lines: list[Attestation], run_digest: str, run_statement: dic
     out: list[SignOff] = []
     problems: list[Problem] = []
     previous = run_line
-    claim = RunClaim.of(run_statement)
     for sequence, att in enumerate(lines, 1):
         signed = SignoffClaim.of(att)
         signoff = _signoff_of(att, signed)

@@ -41,6 +41,7 @@ from pytest_hetero.bundle.attestation import (
     MAX_ATTESTATION_BYTES,
     SIGNOFF_PREDICATE_TYPE,
     Attestation,
+    RunClaim,
     chain_head,
     read_attestations,
 )
@@ -165,23 +166,22 @@ def check_run_signature(run: Attestation, keys: dict[str, Ed25519PublicKey], res
                                        "run's envelope)"))
         return
     message = pae(PAYLOAD_TYPE, run.payload)
-    for n, sig in enumerate(run.signatures, 1):
-        kid = sig.get("keyid", "")
+    for n, sig in enumerate(run.signers, 1):
+        kid = sig.keyid or ""
         label = f"signature {n} (keyid {kid[:16]}…)"
         public = keys.get(kid)
         if public is None:
             result.problems.append(Problem(label, "unknown_key", "the run is signed by a key not trusted here "
                                                                  "(--key, or the policy's gate keys)"))
-        elif not check_signature(public, sig["sig"], message):
+        elif not check_signature(public, sig.sig, message):
             result.problems.append(Problem(label, "signature", "does not verify: the statement was altered or the "
                                                                "signature is corrupt"))
         else:
             result.run_signers.append(keyid(public))
 
 
-def _subjects(statement: dict[str, Any], result: Verification) -> dict[str, str]:
-    """{name: sha256} of the run statement's subjects; shape problems go to ``result``."""
-    subjects = statement.get("subject")
+def _subjects(subjects: object, result: Verification) -> dict[str, str]:
+    """{name: sha256} of the run statement's ``subjects`` (as written); shape problems go to ``result``."""
     out: dict[str, str] = {}
     for subject in subjects if isinstance(subjects, list) else []:
         name = subject.get("name") if isinstance(subject, dict) else None
@@ -198,11 +198,11 @@ def _subjects(statement: dict[str, Any], result: Verification) -> dict[str, str]
     return out
 
 
-def _check_statement(statement: dict[str, Any], result: Verification) -> dict[str, str]:
-    if statement.get("_type") != STATEMENT_TYPE:
+def _check_statement(run: Attestation, claim: RunClaim, result: Verification) -> dict[str, str]:
+    if run.statement_type != STATEMENT_TYPE:
         result.problems.append(Problem(ATTESTATION, "predicate",
-                                       f"_type {str(statement.get('_type'))[:80]!r} is not {STATEMENT_TYPE}"))
-    ptype = str(statement.get("predicateType"))
+                                       f"_type {str(run.statement_type)[:80]!r} is not {STATEMENT_TYPE}"))
+    ptype = str(run.predicate_type_written)
     if not ptype.startswith(PREDICATE_PREFIX):
         result.problems.append(Problem(ATTESTATION, "predicate", f"wrong predicate type {ptype[:120]!r}: not a "
                                        f"pytest-hetero evidence bundle (expected {PREDICATE_PREFIX}"
@@ -211,14 +211,12 @@ def _check_statement(statement: dict[str, Any], result: Verification) -> dict[st
         result.problems.append(Problem(ATTESTATION, "predicate", f"unknown predicate version "
                                        f"{ptype[len(PREDICATE_PREFIX):][:40]!r} (this verifier knows "
                                        f"{', '.join(PREDICATE_VERSIONS)})"))
-    predicate = statement.get("predicate")
-    if not isinstance(predicate, dict) or not isinstance(predicate.get("run"), dict):
+    if not claim.run_stated:
         result.problems.append(Problem(ATTESTATION, "predicate", "the predicate has no run section"))
     else:
-        run = predicate["run"]
-        result.run = {"id": run.get("id"), "verdict": predicate.get("verdict"), "finished_at": run.get("finished_at"),
-                      "finished_at_recovered": run.get("finished_at_recovered") is True}
-    return _subjects(statement, result)
+        result.run = {"id": claim.run_id, "verdict": claim.verdict, "finished_at": claim.finished_at,
+                      "finished_at_recovered": claim.finished_at_recovered}
+    return _subjects(run.subject, result)
 
 
 def _read_attestations(bundle_dir: Path, result: Verification) -> list[Attestation] | None:
@@ -230,8 +228,9 @@ def _read_attestations(bundle_dir: Path, result: Verification) -> list[Attestati
 
 
 def _verify_run(bundle_dir: Path, keys: dict[str, Ed25519PublicKey], result: Verification,
-                any_signer: bool = False) -> tuple[list[Attestation], dict[str, str]] | None:
-    """Steps 1-3: the run's attestation, signature and statement; None when it failed (then stop).
+                any_signer: bool = False) -> tuple[list[Attestation], RunClaim, dict[str, str]] | None:
+    """Steps 1-3: the run's attestation, signature and statement: (the lines, the run's claim, {subject:
+    sha256}); None when it failed (then stop).
     ``any_signer``: a signature by a key not in ``keys`` is not a problem (it is not checked)."""
     lines = _read_attestations(bundle_dir, result)
     if lines is None:
@@ -244,7 +243,8 @@ def _verify_run(bundle_dir: Path, keys: dict[str, Ed25519PublicKey], result: Ver
         return None
     result.statement = run.statement
     result.payload_sha256 = hashlib.sha256(run.payload).hexdigest()
-    subjects = _check_statement(run.statement, result)
+    claim = RunClaim.of(run)
+    subjects = _check_statement(run, claim, result)
     if run.raw != envelope_bytes(run.envelope).rstrip(b"\n"):
         result.problems.append(Problem(ATTESTATION, "edited", "line 1 is not byte for byte as pytest-hetero "
                                        "writes it (reformatted or edited after signing)"))
@@ -253,7 +253,7 @@ def _verify_run(bundle_dir: Path, keys: dict[str, Ed25519PublicKey], result: Ver
             result.problems.append(Problem(STATEMENT, "modified", "differs from the signed payload in the envelope"))
     except Unreadable as exc:
         result.problems.append(Problem(STATEMENT, exc.kind, f"the copy of the signed statement: {exc.detail}"))
-    return (lines, subjects) if not result.problems else None
+    return (lines, claim, subjects) if not result.problems else None
 
 
 def _manifest_entries(manifest: Any) -> list[tuple[str, str, int]]:
@@ -464,7 +464,7 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
     verified = _verify_run(bundle_dir, gate_keys(public_keys, policy), result, any_signer)
     if verified is None:
         return result
-    lines, subjects = verified
+    lines, claim, subjects = verified
     entries = read_manifest(bundle_dir, subjects[MANIFEST], result)
     if entries is None:
         return result
@@ -475,12 +475,12 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
             result.problems.append(Problem(name, "modified", "the manifest's digest is not the signed statement's "
                                                              "subject digest" if name in listed else
                                            "subject of the signed statement is not listed in the manifest"))
-    not_kept = (lines[0].statement.get("predicate") or {}).get("inputs_not_kept")
+    not_kept = claim.inputs_not_kept
     if isinstance(not_kept, list) and not_kept:
         result.problems.append(Problem("inputs", "not_kept", f"{len(not_kept)} input(s) the run used are not in the "
                                        f"bundle (signed in the statement): {str(not_kept[0])[:300]}"))
-    _check_validation(bundle_dir, lines[0], None if any_signer else gate_keys(public_keys, policy), result)
-    signoffs, problems = check_signoffs(lines[1:], result.payload_sha256, lines[0].statement, policy,
+    _check_validation(bundle_dir, lines[0], claim, None if any_signer else gate_keys(public_keys, policy), result)
+    signoffs, problems = check_signoffs(lines[1:], result.payload_sha256, claim, policy,
                                         run_line=lines[0].raw)
     result.signoffs = signoffs
     result.problems.extend(problems)
@@ -495,13 +495,14 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
     return result
 
 
-def _check_validation(bundle_dir: Path, run: Attestation, keys: dict[str, Ed25519PublicKey] | None,
+def _check_validation(bundle_dir: Path, run: Attestation, claim: RunClaim, keys: dict[str, Ed25519PublicKey] | None,
                       result: Verification) -> None:
     """Step 5b: ``validation.intoto.jsonl`` (:func:`pytest_hetero.bundle.vsa.check_vsas`) against the
-    signed predicate's ``validation``; ``keys`` None (``any_signer``): contents checked, signatures not."""
+    signed predicate's ``validation`` (``claim``); ``keys`` None (``any_signer``): contents checked, signatures
+    not."""
     from pytest_hetero.bundle.vsa import check_vsas
 
-    _, problems = check_vsas(bundle_dir, keys, run.predicate.get("validation"), run.payload)
+    _, problems = check_vsas(bundle_dir, keys, claim.validation, run.payload)
     result.problems.extend(Problem(VALIDATION, "validation", p) for p in problems)
 
 
@@ -603,7 +604,7 @@ def load_verified(path: Path, *, allow_unsigned: bool, keys: list[Any] | None = 
             raise _refuse(bundle, result)
         return _unverified_read(bundle, "unverified" if signed else "unsigned")
     verified = _verify_run(bundle, gate_keys(keys), result)
-    entries = read_manifest(bundle, verified[1][MANIFEST], result) if verified else None
+    entries = read_manifest(bundle, verified[2][MANIFEST], result) if verified else None
     if entries is None:
         raise _refuse(bundle, result)
     listed = next(((sha, size) for rel, sha, size in entries if rel == EVIDENCE), None)

@@ -41,6 +41,7 @@ from pytest_hetero.evidence.views import BundleStatus
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+    from pytest_hetero.bundle.attestation import Attestation
     from pytest_hetero.bundle.intoto import PoolIdentity, VsaStatement
     from pytest_hetero.bundle.signing import Signer
     from pytest_hetero.evidence.document import MatrixEntry, PoolStatus, UntestedEntry, ValidationSection
@@ -128,6 +129,34 @@ class SignedPool:
         return cls({t: e.get("level") for t, e in tasks.items() if isinstance(e, dict)}, entry.get("expires_at"))
 
 
+@dataclass(frozen=True)
+class VsaClaim:
+    """What one line of ``validation.intoto.jsonl`` says, read once from its untrusted predicate (:meth:`of`), each
+    value as written (None when absent): the sha256 of the first input attestation (``input_digest``: the
+    statement it was derived from), ``resource_uri``, the extension's ``task_types`` and ``valid_until``, the
+    ``verification_result`` and the ``verified_levels``."""
+
+    input_digest: object
+    resource_uri: object
+    task_types: object
+    valid_until: object
+    verification_result: object
+    verified_levels: object
+
+    @classmethod
+    def of(cls, line: Attestation) -> VsaClaim:
+        """The claim of the VSA line ``line`` (its statement's predicate, untrusted JSON)."""
+        predicate = line.predicate
+        inputs = predicate.get("inputAttestations")
+        first = inputs[0] if isinstance(inputs, list) and inputs and isinstance(inputs[0], dict) else {}
+        named = first.get("digest")
+        ext = predicate.get("pytestHetero")
+        ext = ext if isinstance(ext, dict) else {}
+        return cls(named.get("sha256") if isinstance(named, dict) else None, predicate.get("resourceUri"),
+                   ext.get("taskTypes"), ext.get("validUntil"), predicate.get("verificationResult"),
+                   predicate.get("verifiedLevels"))
+
+
 def check_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None, predicate_validation: Any,
                statement_payload: bytes) -> tuple[list[dict[str, Any]], list[str]]:
     """Check ``validation.intoto.jsonl`` offline against the signed run statement; never raises for
@@ -190,13 +219,14 @@ def _vsa_line(raw: bytes, n: int, keys: dict[str, Ed25519PublicKey] | None, dige
         return None, f"line {n}: predicateType {line.predicate_type[:80]!r} is not a VSA's"
     if keys is not None:
         message = pae(PAYLOAD_TYPE, line.payload)
-        if not any(s.get("keyid") in keys and check_signature(keys[s["keyid"]], s["sig"], message)
-                   for s in line.signatures):
+        if not any(s.keyid is not None and s.keyid in keys and check_signature(keys[s.keyid], s.sig, message)
+                   for s in line.signers):
             return None, f"line {n}: no valid signature by a trusted key (the gate's; forged, altered or unsigned)"
     if raw != envelope_bytes(line.envelope).rstrip(b"\n"):
         return None, f"line {n}: not byte for byte as pytest-hetero writes it (edited after signing)"
-    uri = str(line.predicate.get("resourceUri"))
-    problem = _vsa_problem(line.statement, digest, expected, n)
+    claim = VsaClaim.of(line)
+    uri = str(claim.resource_uri)
+    problem = _vsa_problem(claim, digest, expected, n)
     if problem is None and uri in seen:
         problem = f"line {n}: pool {uri[:200]} appears twice"
     if problem:
@@ -226,27 +256,19 @@ def read_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None,
     return statements
 
 
-def _vsa_problem(statement: dict[str, Any], digest: str, expected: dict[str, SignedPool], n: int) -> str | None:
-    predicate = statement.get("predicate")
-    predicate = predicate if isinstance(predicate, dict) else {}
-    inputs = predicate.get("inputAttestations")
-    first = inputs[0] if isinstance(inputs, list) and inputs and isinstance(inputs[0], dict) else {}
-    named = first.get("digest")
-    named = named if isinstance(named, dict) else {}
-    if named.get("sha256") != digest:
+def _vsa_problem(claim: VsaClaim, digest: str, expected: dict[str, SignedPool], n: int) -> str | None:
+    if claim.input_digest != digest:
         return f"line {n}: the VSA names another bundle's statement"
-    pool = expected.get(str(predicate.get("resourceUri")))
+    pool = expected.get(str(claim.resource_uri))
     if pool is None:
-        return f"line {n}: pool {str(predicate.get('resourceUri'))[:200]} is not in the signed statement"
-    ext = predicate.get("pytestHetero")
-    ext = ext if isinstance(ext, dict) else {}
+        return f"line {n}: pool {str(claim.resource_uri)[:200]} is not in the signed statement"
     levels = pool.levels
-    if ext.get("taskTypes") != levels or ext.get("validUntil") != pool.expires_at:
+    if claim.task_types != levels or claim.valid_until != pool.expires_at:
         return f"line {n}: levels or expiry differ from the signed statement's"
     want = "PASSED" if any(v != "none" for v in levels.values()) else "FAILED"
     wanted_levels = [verified_level(t, str(v)) for t, v in sorted(levels.items(), key=lambda tv: tv[0]) if v != "none"]
-    if predicate.get("verificationResult") != want or predicate.get("verifiedLevels") != wanted_levels:
-        return (f"line {n}: verificationResult {str(predicate.get('verificationResult'))[:40]} or verifiedLevels "
+    if claim.verification_result != want or claim.verified_levels != wanted_levels:
+        return (f"line {n}: verificationResult {str(claim.verification_result)[:40]} or verifiedLevels "
                 f"differ from the signed statement's levels ({want})")
     return None
 
@@ -257,7 +279,7 @@ def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = Fa
     unverified, "validation": the predicate's section, "vsas": [VSA statements], "run": the predicate's
     run, "untested": {pool: [untested entries]}}``. A bundle that does not verify, or whose VSA file
     does not match its statement, raises BundleError (see :func:`read_vsas`)."""
-    from pytest_hetero.bundle.attestation import read_attestations
+    from pytest_hetero.bundle.attestation import RunClaim, read_attestations
     from pytest_hetero.bundle.signing import PAYLOAD_TYPE
     from pytest_hetero.bundle.verify import gate_keys, load_verified
     from pytest_hetero.safeio import Unreadable
@@ -269,7 +291,7 @@ def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = Fa
         run = read_attestations(bundle, PAYLOAD_TYPE)[0]
     except Unreadable as exc:
         raise BundleError(f"cannot read the run's attestation: {exc.detail}", Location(str(bundle))) from None
-    validation = run.predicate.get("validation")
+    validation = RunClaim.of(run).validation
     signed = loaded.evidence.get("validation")
     if not isinstance(validation, dict) or signed is None or validation != signed:
         raise BundleError("the bundle signs no validation status (written by a pytest-hetero without it, or "

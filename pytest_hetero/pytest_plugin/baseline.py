@@ -87,4 +87,4 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Backstop for matrices only known after collection: a baseline of another matrix is a usage error."""
     gate = session.config.stash.get(_GATE, None)
     if gate is not None:
-        _check_matrix(gate.old, {m.name for m, _ in session.config.stash.get(PLANS, {}).values()})
+        _check_matrix(gate.old, {m.name for m, _ in session.config.stash[PLANS].values()})

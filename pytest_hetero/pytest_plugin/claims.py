@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 CLAIM_ROOT = pytest.StashKey[Path]()
-"""The folder claim ids are relative to (see :func:`claim_root`)."""
+"""The folder claim ids are relative to (see :func:`claim_root`; set by ``pytest_configure``, with
+:data:`~pytest_hetero.pytest_plugin.stash.SETTINGS`)."""
 PATH_OPTIONS: tuple[str, ...] = ("--hetero-affected-from", "--hetero-report-dir", "--hetero-baseline",
                                  "--hetero-sign-key", "--hetero-audit-log")
 """Options whose value is a path but not a test path."""
@@ -70,8 +71,8 @@ def claim_prefix(config: pytest.Config, path: Path, nodeid_prefix: str) -> str:
         from pytest_hetero.matrix.load import containment_root
 
         return path.resolve().relative_to(containment_root(path)[0]).as_posix()
-    root = config.stash.get(CLAIM_ROOT, None)
-    if root is None or root == config.rootpath:
+    root = config.stash[CLAIM_ROOT]
+    if root == config.rootpath:
         return nodeid_prefix
     try:
         return path.resolve().relative_to(root.resolve()).as_posix()

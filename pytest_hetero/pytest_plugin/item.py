@@ -251,7 +251,7 @@ class LayerItem(pytest.Item):
 
     def _artifact_scope(self) -> tuple[str, ...]:
         """``(matrix nodeid prefix,)`` when this session collected several matrices, else ``()``."""
-        if len(self.config.stash.get(PLANS, {})) < 2:
+        if len(self.config.stash[PLANS]) < 2:
             return ()
         return (self.claim_id.split("::", 1)[0],)
 

@@ -47,7 +47,7 @@ def number(item: pytest.Item) -> None:
 
 
 def _layer_items(config: pytest.Config, items: list[pytest.Item]) -> list[LayerItem]:
-    if not config.stash.get(PLANS, None):
+    if not config.stash[PLANS]:
         return []
     from pytest_hetero.pytest_plugin.item import LayerItem
 

@@ -68,6 +68,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+class WorkerInput(TypedDict):
+    """What the controller gives every pytest-xdist worker (:func:`pytest_configure_node` writes all three, beside
+    xdist's own keys): the controller's run id (artifacts share one bundle), its claim root and its pid."""
+
+    hetero_run_id: str
+    hetero_claim_root: str
+    hetero_controller_pid: int
+
+
 def _git_commit(cwd: Path) -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
@@ -91,9 +100,9 @@ def pytest_configure(config: pytest.Config) -> None:
             config.pluginmanager.register(module, module.__name__)
     if not config.pluginmanager.hasplugin("pytest_hetero.ordering"):
         config.pluginmanager.register(ordering.Ordering(), "pytest_hetero.ordering")
-    worker = getattr(config, "workerinput", None)
+    worker: WorkerInput | None = getattr(config, "workerinput", None)
     try:
-        settings = settings_of(config, run_id=worker.get("hetero_run_id") if worker else None)
+        settings = settings_of(config, run_id=worker["hetero_run_id"] if worker else None)
     except HeteroError as exc:
         raise pytest.UsageError(exc.render()) from None
     config.stash[SETTINGS] = settings
@@ -116,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker is None:
         _check_early(config, settings)
     else:
-        signals.follow_controller(worker.get("hetero_controller_pid"))
+        signals.follow_controller(worker["hetero_controller_pid"])
         config.stash[PREVIOUS_SIGTERM] = signals.catch_sigterm()
     if not config.pluginmanager.hasplugin("pytest_hetero.slimmer"):
         config.pluginmanager.register(Slimmer(config), "pytest_hetero.slimmer")
@@ -251,8 +260,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         lines.append(f"pytest-hetero: no ini file: claim ids are each matrix's path relative to its project (the "
                      f"folder above it holding pyproject.toml, .git or .hetero-root, else its own folder), not to "
                      f"the rootdir {config.rootpath}")
-    root = config.stash.get(CLAIM_ROOT, None)
-    if root is not None and root != config.rootpath:
+    root = config.stash[CLAIM_ROOT]
+    if root != config.rootpath:
         lines.append(f"pytest-hetero: claim ids are relative to {root}: pytest took {', '.join(option_paths(config))} "
                      f"for test paths and moved its rootdir to {config.rootpath} (write --hetero-…=PATH to keep its "
                      f"node ids too)")
@@ -280,7 +289,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def layer_items(config: pytest.Config, items: list[pytest.Item]) -> list[LayerItem]:
     """The layer items among ``items``. None can exist before this process collected a matrix
     file (which fills PLANS), so a session without one never imports the item module."""
-    if not config.stash.get(PLANS, None):
+    if not config.stash[PLANS]:
         return []
     from pytest_hetero.pytest_plugin.item import LayerItem
 
@@ -295,14 +304,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Before anything runs: the report folder must be writable with room to spare, or the run stops
     with a clear message (exit 4) instead of losing evidence at the end. Then every collected
     matrix is journaled, so an interrupted run reports its unfinished items as ``not_run``."""
-    if session.config.option.collectonly or not session.config.stash.get(PLANS, {}):
+    if session.config.option.collectonly or not session.config.stash[PLANS]:
         return  # no matrix file collected, hence no layer item
     report_dir = session.config.stash[SETTINGS].report_dir
     problem = check_writable(report_dir)
     if problem:  # a usage error reads "ERROR: …" (pytest.exit here printed "! _pytest.outcomes.Exit: … !")
         raise pytest.UsageError(f"pytest-hetero: report folder {report_dir} {problem}; fix it or choose another "
                                 "with --hetero-report-dir")
-    same = duplicate_names(session.config.stash.get(PLANS, {}))
+    same = duplicate_names(session.config.stash[PLANS])
     if same:
         raise pytest.UsageError(f"pytest-hetero: {same}; the bundle keys matrices by metadata.name "
                                 "(inputs/<name>.matrix.yaml, never-covered values): give each matrix of one run "
@@ -667,7 +676,7 @@ def _close_backends(config: pytest.Config, recorder: Recorder | None) -> list[tu
     far (the workers' ones arrive through :func:`pytest_testnodedown`). A close() that raises is a
     leftover too: what it created was not released."""
     leftovers = config.stash.setdefault(_LEFTOVERS, [])
-    for backend in config.stash.get(BACKENDS, {}).values():
+    for backend in config.stash[BACKENDS].values():
         try:
             if recorder is not None and recorder.started:
                 recorder.target(backend.fingerprint())
@@ -701,7 +710,7 @@ def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> 
 
     config = session.config
     ahead: dict[str, tuple[Matrix, Plan]] = config.stash.get(AHEAD, {})
-    collected: dict[str, tuple[Matrix, Plan]] = config.stash.get(PLANS, {})
+    collected: dict[str, tuple[Matrix, Plan]] = config.stash[PLANS]
     # what was collected here wins over what was loaded ahead
     inputs = RunInputs({**ahead, **collected}, recorder.texts)
     try:

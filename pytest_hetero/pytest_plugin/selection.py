@@ -131,8 +131,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """The old matrix of ``--hetero-affected-from`` is a reference, never a matrix to run."""
-    settings = config.stash.get(SETTINGS, None)
-    if settings is not None and settings.affected_from == collection_path.resolve():
+    if config.stash[SETTINGS].affected_from == collection_path.resolve():
         return True
     return None
 

@@ -17,18 +17,21 @@ if TYPE_CHECKING:
     from pytest_hetero.vocab import Layer, Status
 
 SETTINGS = pytest.StashKey["Settings"]()
-"""The frozen run settings."""
+"""The frozen run settings (set by ``pytest_configure``, which aborts the run when they do not resolve: read it
+with a subscript)."""
 RECORDER = pytest.StashKey["Recorder"]()
 """The evidence journal; present on the controller (or a run without xdist) only."""
 PLANS = pytest.StashKey[dict[str, tuple["Matrix", "Plan"]]]()
-"""Matrix file nodeid → (matrix, plan), filled at collection."""
+"""Matrix file nodeid → (matrix, plan), filled at collection (``pytest_configure`` sets it empty, with
+:data:`SETTINGS`: read it with a subscript)."""
 AHEAD = pytest.StashKey[dict[str, tuple["Matrix", "Plan"]]]()
 """Nodeid prefix → (matrix, plan) of the matrix files on the command line, loaded before collection
 (selection options, ``--hetero-baseline``, and the pytest-xdist controller, which collects nothing)."""
 PREVIOUS_SIGTERM = pytest.StashKey[Any]()
 """The SIGTERM handler :func:`pytest_hetero.signals.catch_sigterm` replaced, given back at unconfigure."""
 BACKENDS = pytest.StashKey[dict[tuple[str, str], "Backend"]]()
-"""(backend name, canonical target JSON) → live Backend, built on first use, closed at session end."""
+"""(backend name, canonical target JSON) → live Backend, built on first use, closed at session end
+(``pytest_configure`` sets it empty, with :data:`SETTINGS`)."""
 
 
 @final

@@ -10,6 +10,10 @@ these shapes instead of guessing at keys. Sources (Docker Engine API reference, 
 * ``GET /images/{name}/json`` (ImageInspect): ``Id``, ``RepoDigests``, ``Created``, ``Size``, ``Config.User``
   (:class:`ImageInspect`);
 * ``GET /exec/{id}/json`` (ExecInspectResponse): ``Running``, ``ExitCode`` (:class:`ExecInspect`);
+* ``POST /images/create`` (a pull's progress stream, one JSON message per line): each message's ``error``
+  (:func:`pull_errors`);
+* ``GET /containers/json``, ``/volumes``, ``/images/json``, ``/networks`` (ContainerSummary, VolumeListResponse,
+  ImageSummary, Network), filtered by label: each object's name, id, ``Labels`` and ``Created`` (:class:`Listed`);
 * ``GET /containers/{id}/stats`` (ContainerStatsResponse, one document per tick of the stream):
   ``memory_stats.usage``, ``memory_stats.stats.{total_inactive_file (cgroup v1), inactive_file (v2)}``,
   ``cpu_stats.cpu_usage.total_usage`` (ns), ``cpu_stats.online_cpus`` (:class:`StatsDocument`).
@@ -226,3 +230,46 @@ def inspect_container(api: docker.APIClient, cid: str) -> ContainerInspect:
 def container_state(api: docker.APIClient, cid: str) -> ContainerState:
     """The ``State`` of container ``cid`` (:func:`inspect_container`); raises as it does."""
     return ContainerState.parse(api.inspect_container(cid)["State"])
+
+
+def pull_errors(api: docker.APIClient, ref: str) -> list[str]:
+    """Pull ``ref`` through ``api``, reading its progress stream to the end: the ``error`` of each message that has
+    one (empty: pulled). Raises the SDK's errors (``docker.errors.APIError``)."""
+    return [str(error) for message in api.pull(ref, stream=True, decode=True)
+            if (error := _object(message).get("error"))]
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One object a list call names (what ``hetero cleanup`` selects and removes): its ``name`` (a container's first
+    name without the ``/``; an image's id), the ``id`` its remove call takes (a volume's name), its ``labels`` ({}
+    when it has none) and when the engine ``created`` it (epoch seconds; None where the list does not say: volumes
+    and networks give none as a number)."""
+
+    name: str
+    id: str
+    labels: dict[str, str]
+    created: float | None
+
+    @classmethod
+    def parse(cls, raw: object, name_field: str, id_field: str) -> Listed:
+        """One object ``raw`` of a list call (as the SDK returns it): its name from ``name_field`` (a container's
+        ``Names``: the first, without the ``/``), its id from ``id_field``. Raises KeyError when either is absent."""
+        doc = _object(raw)
+        name, labels = doc[name_field], doc.get("Labels")
+        if isinstance(name, list):
+            name = str(name[0]).lstrip("/")
+        return cls(name=str(name), id=str(doc[id_field]),
+                   labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+                   created=_number(doc.get("Created")))
+
+
+def list_labelled(api: docker.APIClient, label: str) -> list[tuple[str, Listed]]:
+    """``[(kind, object)]`` of every container (running or not), volume, image and network carrying ``label``, in that
+    order (a training job's network after its containers). Raises the SDK's errors."""
+    found = [("container", Listed.parse(c, "Names", "Id")) for c in api.containers(all=True, filters={"label": label})]
+    volumes = _object(api.volumes(filters={"label": label})).get("Volumes")
+    found += [("volume", Listed.parse(v, "Name", "Name")) for v in volumes] if isinstance(volumes, list) else []
+    found += [("image", Listed.parse(i, "Id", "Id")) for i in api.images(all=True, filters={"label": label})]
+    found += [("network", Listed.parse(n, "Name", "Id")) for n in api.networks(filters={"label": label})]
+    return found

@@ -24,6 +24,7 @@ def cleanup(args: argparse.Namespace) -> list[CleanupEntry]:
     """
     import docker.errors
 
+    from pytest_hetero.backends.docker.api import list_labelled
     from pytest_hetero.backends.docker.client import API_TIMEOUT_S, connection, make_client
 
     target = {"docker_host": args.docker_host} if args.docker_host else {}
@@ -34,27 +35,18 @@ def cleanup(args: argparse.Namespace) -> list[CleanupEntry]:
         raise CleanupError(f"Docker engine not reachable: {exc}") from None
     now, out = time.time(), []
     try:
-        found: list[tuple[str, str, dict[str, str], float | None, Callable[[], Any]]] = []
-        for c in api.containers(all=True, filters={"label": RUN_ID}):
-            found.append(("container", c["Names"][0].lstrip("/"), c["Labels"] or {}, c.get("Created"),
-                          partial(api.remove_container, c["Id"], force=True, v=True)))
-        for v in api.volumes(filters={"label": RUN_ID}).get("Volumes") or []:
-            found.append(("volume", v["Name"], v.get("Labels") or {}, None,
-                          partial(api.remove_volume, v["Name"], force=True)))
-        for i in api.images(all=True, filters={"label": RUN_ID}):
-            found.append(("image", i["Id"], i.get("Labels") or {}, i.get("Created"),
-                          partial(api.remove_image, i["Id"], force=True)))
-        for n in api.networks(filters={"label": RUN_ID}):  # a training job's network (after its containers)
-            found.append(("network", n["Name"], n.get("Labels") or {}, None,
-                          partial(api.remove_network, n["Id"])))
-        for kind, name, labels, created, remove in found:
-            match, age = selected(labels, created, args, now)
+        removers: dict[str, Callable[[str], Any]] = {
+            "container": partial(api.remove_container, force=True, v=True),
+            "volume": partial(api.remove_volume, force=True), "image": partial(api.remove_image, force=True),
+            "network": api.remove_network}
+        for kind, listed in list_labelled(api, RUN_ID):
+            labels, remove = listed.labels, partial(removers[kind], listed.id)
+            match, age = selected(labels, listed.created, args, now)
             if not match:
                 continue
-            entry: CleanupEntry = {"backend": "docker", "kind": kind, "name": name, "run_id": labels.get(RUN_ID),
-                                     "created_at": labels.get(CREATED_AT),
-                                     "age_s": None if age is None else round(age, 1), "removed": False,
-                                     "error": None}
+            entry: CleanupEntry = {"backend": "docker", "kind": kind, "name": listed.name,
+                                   "run_id": labels.get(RUN_ID), "created_at": labels.get(CREATED_AT),
+                                   "age_s": None if age is None else round(age, 1), "removed": False, "error": None}
             if not args.dry_run:
                 try:
                     remove()

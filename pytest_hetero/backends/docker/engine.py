@@ -41,6 +41,7 @@ from pytest_hetero.backends.docker.api import (
     exec_inspect,
     inspect_container,
     inspect_image,
+    pull_errors,
 )
 from pytest_hetero.backends.docker.client import BindMount
 from pytest_hetero.backends.docker.errors import SETTLE_S, outcome, outcome_of_text, run_failure, stopped_after_run
@@ -110,7 +111,7 @@ class DockerBackend(Backend):
         """Engine identity (``info.ID``/name), host, versions (engine, API, kernel, OS) and image digests."""
         s = self.session
         engine = s.engine
-        return {"backend": self.name, "identity": engine.id or s.conn.get("base_url", "DOCKER_HOST"),
+        return {"backend": self.name, "identity": engine.id or s.engine_url,
                 "nodes": [engine.name] if engine.name else [],
                 "versions": {"engine": engine.version, "api": engine.api_version, "kernel": engine.kernel,
                              "os": engine.os},
@@ -142,7 +143,7 @@ class DockerBackend(Backend):
         pulled = False
         if policy == "always" or (found is None and policy == "if-not-present"):
             try:
-                errors = [str(p["error"]) for p in s.api.pull(ref, stream=True, decode=True) if p.get("error")]
+                errors = pull_errors(s.api, ref)
             except docker.errors.APIError as exc:
                 raise outcome(exc, f"pulling image {ref}", phase="start") from None
             if errors:

@@ -118,7 +118,7 @@ def engine_lost(session: DockerSession, ctx: Step, exc: BaseException, what: str
         if workload is not None:
             state = container_state(session, workload)
     ctx.record("engine.interruption", lost_at=outage.lost_at, back_at=outage.back_at, waited_s=outage.waited_s,
-               during=what, error=error, engine=session.conn.get("base_url", "DOCKER_HOST"),
+               during=what, error=error, engine=session.engine_url,
                container=workload["name"] if workload else None,
                container_state=state.document if state is not None else None)
     message = outage.describe()

@@ -115,6 +115,13 @@ class DockerSession:
                    pull_policy=str(target.get("pull_policy", "if-not-present")))
 
     @property
+    def engine_url(self) -> str | None:
+        """Where the engine is, for messages, records and the target's identity: the connection's ``base_url``
+        (``DOCKER_HOST`` when the environment chooses it; None when the target names no host and its TLS setup
+        failed)."""
+        return self.conn.get("base_url", "DOCKER_HOST")
+
+    @property
     def api(self) -> docker.APIClient:
         """Low-level client (calls bounded by :data:`~pytest_hetero.backends.docker.client.API_TIMEOUT_S`).
 
@@ -130,7 +137,7 @@ class DockerSession:
             except (docker.errors.DockerException, *run.CONNECTION_LOST) as exc:
                 gone = next((o for o in reversed(self.interruptions) if o.back_at is None), None)
                 since = f" (gone since {gone.lost_at}, during {gone.what})" if gone else ""
-                raise EngineUnavailable(f"Docker engine at {self.conn.get('base_url', 'DOCKER_HOST')} does not "
+                raise EngineUnavailable(f"Docker engine at {self.engine_url} does not "
                                         f"answer{since}: {exc}", "engine_unreachable") from None
             self._api = api
             # the API version the first client negotiated: without it the second asks GET /version again

@@ -258,8 +258,9 @@ class LocalBackend(Backend):
         result.details["isolation"] = local_spread.isolation(result.details.get("isolation"), run,
                                                              step.model.network)
         ran: UsageFacts = result.details.get("workload") or UsageFacts()
+        started = ran.get("started")  # a local process is created and running at its own start
         result.details["spread"] = {"process": ran.get("workload"), **spread_facts(
-            slot, width, queued, got, waited, ran.get("started"), ran.get("started"), ran, ended)}
+            slot, width, queued, got, waited, started, started, ran, ended)}
         unkept = local_spread.pin_kept(run, ran.get("cpu_s"), result.duration_s)
         if unkept is not None:  # it widened its CPU affinity: the pin did not hold
             result.details["spread"]["pinning"] = unkept
