@@ -289,3 +289,27 @@ def test_a_log_this_user_may_not_read_is_a_permission_error_the_gate_falls_back_
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
                          env={**os.environ, "PYTHONPATH": str(REPO)}, cwd="/")
     assert out.stdout.strip() == "denied: cannot be opened (Permission denied)", out.stderr[-2000:]
+
+
+def test_a_failed_audit_keeps_its_reason_when_an_input_also_changed_during_the_run() -> None:
+    """The finish settles the verdict over the audited change record AND the inputs that changed while the run
+    used them (bundle/finish._inputs_evidence): the loop over changed inputs once rebound the audit's status to
+    the last changed input, so the signed reason became "exit status 1 although no item failed"."""
+    from pytest_hetero.bundle.finish import _inputs_evidence
+    from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.evidence.inputs import RunInputs
+    from pytest_hetero.evidence.untested import INPUTS_PART
+
+    nodeid = "m.matrix.yaml::cpu::img::digits@test::model"
+    evidence: Any = {"items": [{"nodeid": nodeid, "status": "passed", "layer": "model", "keys": {}}],
+                     "untested": {"items": []}, "run": {"exit_status": 0}, "summary": {},
+                     "cluster": {"change_record": {"audit": {"status": "failed"}}}}
+    inputs = RunInputs()
+    reason = "the code folder /cases/digits changed while the run used it"
+    inputs.changed.append({"path": "/cases/digits", "input": "code", "nodeids": [nodeid], "reason": reason})
+    doc: EvidenceDocument = evidence
+    _inputs_evidence(doc, inputs)
+    assert (doc["run"]["exit_status"], doc["summary"]["verdict"], doc["summary"]["verdict_reason"]) == (
+        1, "fail", "the audited change record failed: a change to a pool that --hetero-change does not name")
+    assert doc["untested"]["not_proven"] == [{"nodeid": nodeid, "layer": "model", "part": INPUTS_PART, "reason": reason}]
+    assert reason in doc["warnings"]
