@@ -214,7 +214,11 @@ class Spread:
 
 def ahead(step: Step) -> list[PlannedItem]:
     """The model items of this session from ``step``'s on, in the order they will run (``state["upcoming"]``: the
-    whole group's list, set by the pytest glue); just ``step``'s when the glue gave none or it is not in it."""
-    group = (getattr(step, "state", None) or {}).get("upcoming") or []
+    whole group's list, set by the pytest glue; narrowed by ``state["launchable"]()`` when the model layer set it, to
+    the items whose inputs verify: :func:`pytest_hetero.layers.execution.launchable`, asked here, once per group);
+    just ``step``'s when the glue gave none or it is not in it."""
+    state = getattr(step, "state", None) or {}
+    narrowed = state.get("launchable")
+    group = (narrowed() if narrowed is not None else state.get("upcoming")) or []
     at = next((i for i, p in enumerate(group) if p.parts == step.planned.parts), None)
     return [step.planned] if at is None else list(group[at:])

@@ -10,6 +10,7 @@ when the engine samples nothing), the run's own peak memory and CPU-seconds as t
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from pytest_hetero.truth.withhold import RECORD as WITHHELD_RECORD
 
 if TYPE_CHECKING:
     from pytest_hetero.matrix.expand import PlannedItem
+    from pytest_hetero.matrix.model import Matrix
 
 
 def check(ctx: LayerContext) -> None:
@@ -46,7 +48,9 @@ def check(ctx: LayerContext) -> None:
     """
     verify_inputs(ctx)  # this combination's own files: a wrong one fails here, not the image's startup
     if ctx.state.get("upcoming"):  # per-run: only runs whose own inputs verify may be launched ahead of their item
-        ctx.state["upcoming"] = launchable(ctx, ctx.state["upcoming"])
+        # asked by the engine when it launches the group (its first model item), not by every item: each call reads
+        # the whole group (N items: N² reads over the group)
+        ctx.state["launchable"] = functools.partial(launchable, ctx.matrix, ctx.planned, ctx.state["upcoming"])
     if ctx.model.code is not None:  # digested as used: the bundle's copy, taken at the finish, is checked against it
         try:
             ctx.record(USED, input="code", path=str(ctx.model.code), sha256=code_digest(ctx.model.code))
@@ -65,14 +69,16 @@ def check(ctx: LayerContext) -> None:
         _run_once(ctx, run if repeat > 1 else 0)
 
 
-def launchable(ctx: LayerContext, upcoming: list[PlannedItem]) -> list[PlannedItem]:
-    """The model items of ``upcoming`` (``state["upcoming"]``: this item's group in run order) whose runs an engine
-    may launch ahead of their items (``model_runs: per-run``): this item's, and each later one whose model and
-    dataset files have their declared sha256 and whose dataset view (the file without its inline truth) can be
-    made now. A run launched ahead starts before its own item's checks; without this, a model file that fails its
-    digest ran anyway and its item then said ``digest_mismatch`` with no run recorded. An item left out runs its
-    own checks when its turn comes (and fails them, or runs then). The same list object is returned when every
-    item qualifies. Reads each distinct file once (a file shared by several items is hashed once here)."""
+def launchable(matrix: Matrix, own: PlannedItem, upcoming: list[PlannedItem]) -> list[PlannedItem]:
+    """The model items of ``upcoming`` (``state["upcoming"]``: ``own``'s group in run order) whose runs an engine
+    may launch ahead of their items (``model_runs: per-run``): ``own`` (its item's inputs were verified), and each
+    later one whose model and dataset files have their declared sha256 and whose dataset view (the file without its
+    inline truth) can be made now. Asked through ``state["launchable"]`` when the engine launches the group
+    (:func:`pytest_hetero.backends.spread.ahead`), once per group. A run launched ahead starts before its own item's
+    checks; without this, a model file that fails its digest ran anyway and its item then said ``digest_mismatch``
+    with no run recorded. An item left out runs its own checks when its turn comes (and fails them, or runs then).
+    The same list object is returned when every item qualifies. Reads each distinct file once (a file shared by
+    several items is hashed once here)."""
     digests: dict[Path, str | None] = {}
 
     def matches(path: Path, expected: str) -> bool:
@@ -85,11 +91,11 @@ def launchable(ctx: LayerContext, upcoming: list[PlannedItem]) -> list[PlannedIt
 
     kept: list[PlannedItem] = []
     for planned in upcoming:
-        if planned.parts == ctx.planned.parts:  # this item's own inputs were verified just before
+        if planned.parts == own.parts:  # this item's own inputs were verified just before
             kept.append(planned)
             continue
         try:
-            model, dataset = ctx.matrix.model(planned.keys["model"]), ctx.matrix.dataset(planned.keys["dataset"])
+            model, dataset = matrix.model(planned.keys["model"]), matrix.dataset(planned.keys["dataset"])
         except (KeyError, HeteroError):
             continue
         if (model.sha256 and not matches(model.path, model.sha256)) or not matches(dataset.path, dataset.sha256):
