@@ -271,7 +271,7 @@ def isolating(policies: list[NetworkPolicy], labels: dict[str, str], direction: 
 def _policies(api: client.ApiClient, namespace: str) -> list[NetworkPolicy]:
     net = client.NetworkingV1Api(api)
     listed: NetworkPolicyList = _json(net.list_namespaced_network_policy, namespace)
-    return [parse_policy(p) for p in listed.get("items") or []]
+    return [parse_policy(p) for p in listed["items"]]
 
 
 @dataclass(frozen=True)
@@ -310,12 +310,12 @@ def _targets(run: _Probe, target: Tenant) -> tuple[list[Target], list[Attempt]]:
     disc = client.DiscoveryV1Api(run.session.api)
     ns = target.namespace
     services: ServiceList = _json(core.list_namespaced_service, ns)
-    found = {s.name: s for s in (parse_service(i) for i in services.get("items") or [])}
+    found = {s.name: s for s in (parse_service(i) for i in services["items"])}
     wanted = list(run.probe.services) or sorted(found)
     out: list[Target] = []
     missing: list[Attempt] = []
     listed: PodList = _json(core.list_namespaced_pod, ns)
-    pods = {p.name: p.labels for p in (parse_pod(i) for i in listed.get("items") or [])}
+    pods = {p.name: p.labels for p in (parse_pod(i) for i in listed["items"])}
     for name in wanted:
         svc = found.get(name)
         if svc is None:
@@ -325,7 +325,7 @@ def _targets(run: _Probe, target: Tenant) -> tuple[list[Target], list[Attempt]]:
             continue
         sliced: EndpointSliceList = _json(disc.list_namespaced_endpoint_slice, ns,
                                           label_selector=f"kubernetes.io/service-name={name}")
-        slices = [parse_slice(i) for i in sliced.get("items") or []]
+        slices = [parse_slice(i) for i in sliced["items"]]
         backends = []
         for sl in slices:
             ports = [p for p in sl.ports if p.protocol == "TCP" and p.port]
@@ -490,7 +490,7 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
     assert tenant is not None  # the matrix requires 'as' and 'target'  # noqa: S101
     core = client.CoreV1Api(run.session.api)
     claims: ClaimList = _json(core.list_namespaced_persistent_volume_claim, tenant.namespace)
-    own_claims = {c["metadata"]["name"] for c in claims.get("items") or []}
+    own_claims = {c["metadata"]["name"] for c in claims["items"]}
     for claim in run.probe.claims:
         volume: Volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
         into = _pod(run, "claim", target.namespace, ["/bin/sh", "-c", "true"])

@@ -66,7 +66,7 @@ def pool(step: Step, api: client.ApiClient, exclude: frozenset[tuple[str, str]] 
     except Exception as exc:  # noqa: BLE001 - translated
         raise api_outcome(exc, "list nodes") from None
     body: NodeList = json.loads(resp.data)
-    facts = [node_facts(parse_node(n), facts_of) for n in body.get("items") or []]
+    facts = [node_facts(parse_node(n), facts_of) for n in body["items"]]
     wanted = resource.device_resources
     if wanted and not selector:
         facts = [f for f in facts if any(f["capacity"].get(w) for w in wanted)]

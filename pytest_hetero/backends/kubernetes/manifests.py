@@ -13,8 +13,13 @@ official client accepts these dicts as request bodies (it serialises a dict as i
 as they were sent (``manifest`` facts).
 
 Served objects (``Served*``, :class:`EventJSON`, :class:`ConditionJSON`): what a GET, a LIST item or a watch
-event's object holds, as ``json.loads`` decodes it. Every field is optional (the apiserver leaves out what is
-unset) but the ``metadata`` of a Pod and of a NetworkPolicy, which it always serves; the parsers of
+event's object holds, as ``json.loads`` decodes it. A field is optional (the apiserver leaves out what is
+unset) but the ``metadata`` of a Pod and of a NetworkPolicy, which it always serves, and the fields the API
+types declare without ``omitempty`` or as nested structs (``omitempty`` never drops a struct), which the
+apiserver always writes: a LIST answer's ``items`` (``[]`` for none), a condition's ``type`` and ``status``, a
+container status's ``name``, ``image``, ``imageID``, ``restartCount``, ``state`` and ``lastState``, a
+terminated state's ``exitCode`` and times, an Event's ``source`` and times (null when unset), an endpoint's
+``addresses`` and ``conditions``; the parsers of
 :mod:`.objects`, :mod:`.queues`, :mod:`.boundaries`, :mod:`.accounts` and :mod:`.snapshot` read them once and
 fill API defaults. :class:`ServedPod` carries the ``deleted`` mark :mod:`.watch` adds, :class:`ServedNode`
 the node watch's.
@@ -22,7 +27,7 @@ the node watch's.
 
 from __future__ import annotations
 
-from typing import Literal, Required, TypedDict
+from typing import Generic, Literal, Required, TypedDict, TypeVar
 
 from pytest_hetero.backends.protocol import Taint
 
@@ -413,10 +418,11 @@ Serving = SecretManifest | DeploymentManifest | ServiceManifest
 
 
 class ConditionJSON(TypedDict, total=False):
-    """A ``status.conditions[]`` entry of a Pod or Node as served."""
+    """A ``status.conditions[]`` entry of a Pod or Node (or a Kueue Workload, a Volcano PodGroup) as served:
+    ``type`` and ``status`` always, the rest when set."""
 
-    type: str
-    status: str
+    type: Required[str]
+    status: Required[str]
     reason: str
     message: str
     lastTransitionTime: str
@@ -430,20 +436,21 @@ class WaitingState(TypedDict, total=False):
     message: str
 
 
-class RunningState(TypedDict, total=False):
-    """``state.running`` of a container status: ``startedAt``."""
+class RunningState(TypedDict):
+    """``state.running`` of a container status: ``startedAt`` (null when unset)."""
 
-    startedAt: str
+    startedAt: str | None
 
 
 class TerminatedState(TypedDict, total=False):
-    """``state.terminated`` (or ``lastState.terminated``) of a container status."""
+    """``state.terminated`` (or ``lastState.terminated``) of a container status: ``exitCode`` and the times
+    (``startedAt``/``finishedAt``, null when unset) always, ``reason`` and ``message`` when set."""
 
     reason: str
-    exitCode: int
+    exitCode: Required[int]
     message: str
-    startedAt: str
-    finishedAt: str
+    startedAt: Required[str | None]
+    finishedAt: Required[str | None]
 
 
 class ContainerState(TypedDict, total=False):
@@ -454,8 +461,9 @@ class ContainerState(TypedDict, total=False):
     terminated: TerminatedState
 
 
-class ContainerStatusJSON(TypedDict, total=False):
-    """A ``status.containerStatuses[]`` entry as served."""
+class ContainerStatusJSON(TypedDict):
+    """A ``status.containerStatuses[]`` entry as served (every field always: ``imageID`` is ``""`` before the
+    image is pulled, ``state``/``lastState`` ``{}`` when there is none)."""
 
     name: str
     image: str
@@ -535,8 +543,8 @@ class ObjectReference(TypedDict, total=False):
 
 class EventJSON(TypedDict, total=False):
     """A ``core/v1`` Event as served: ``type`` (``Normal``/``Warning``), ``reason``, ``message``, ``count``,
-    its times (``firstTimestamp``/``lastTimestamp`` whole seconds, ``eventTime`` microseconds; each may be
-    absent), ``source``, ``reportingComponent``, ``involvedObject``. Read it through
+    its times (``firstTimestamp``/``lastTimestamp`` whole seconds, ``eventTime`` microseconds; each always
+    served, null when unset), ``source`` (always served, ``{}`` when unset), ``reportingComponent``, ``involvedObject``. Read it through
     :func:`.objects.parse_event`."""
 
     metadata: ObjectMeta
@@ -544,10 +552,10 @@ class EventJSON(TypedDict, total=False):
     reason: str
     message: str
     count: int
-    firstTimestamp: str
-    lastTimestamp: str
-    eventTime: str
-    source: EventSource
+    firstTimestamp: Required[str | None]
+    lastTimestamp: Required[str | None]
+    eventTime: Required[str | None]
+    source: Required[EventSource]
     reportingComponent: str
     involvedObject: ObjectReference
 
@@ -715,10 +723,11 @@ class EndpointConditions(TypedDict, total=False):
 
 
 class EndpointJSON(TypedDict, total=False):
-    """An ``endpoints[]`` entry of an EndpointSlice: ``addresses``, ``conditions``, ``hostname``, ``targetRef``."""
+    """An ``endpoints[]`` entry of an EndpointSlice: ``addresses`` and ``conditions`` (always served),
+    ``hostname``, ``targetRef``."""
 
-    addresses: list[str]
-    conditions: EndpointConditions
+    addresses: Required[list[str]]
+    conditions: Required[EndpointConditions]
     hostname: str
     targetRef: ObjectReference
 
@@ -839,55 +848,66 @@ class ServedDaemonSet(TypedDict, total=False):
 
 
 class ListMeta(TypedDict, total=False):
-    """A LIST answer's ``metadata``: the ``resourceVersion`` it was read at (a watch starts from it)."""
+    """A LIST answer's ``metadata``: the ``resourceVersion`` it was read at (a watch starts from it). The
+    ``*List`` answers always hold ``items`` (``[]`` when nothing matched)."""
 
     resourceVersion: str
+
+
+ItemT = TypeVar("ItemT")
+
+
+class ObjectList(TypedDict, Generic[ItemT], total=False):
+    """A LIST answer of any kind (a custom resource's too): its ``items`` (always served) and ``metadata``."""
+
+    metadata: ListMeta
+    items: Required[list[ItemT]]
 
 
 class PodList(TypedDict, total=False):
     """``GET …/pods``: the ``items`` (:class:`ServedPod`) and the list's ``metadata``."""
 
     metadata: ListMeta
-    items: list[ServedPod]
+    items: Required[list[ServedPod]]
 
 
 class NodeList(TypedDict, total=False):
     """``GET /api/v1/nodes``: the ``items`` (:class:`ServedNode`) and the list's ``metadata``."""
 
     metadata: ListMeta
-    items: list[ServedNode]
+    items: Required[list[ServedNode]]
 
 
 class EventList(TypedDict, total=False):
     """``GET …/events``: the ``items`` (:class:`EventJSON`)."""
 
     metadata: ListMeta
-    items: list[EventJSON]
+    items: Required[list[EventJSON]]
 
 
 class EndpointSliceList(TypedDict, total=False):
     """``GET …/endpointslices``: the ``items`` (:class:`ServedEndpointSlice`)."""
 
     metadata: ListMeta
-    items: list[ServedEndpointSlice]
+    items: Required[list[ServedEndpointSlice]]
 
 
 class ServiceList(TypedDict, total=False):
     """``GET …/services``: the ``items`` (:class:`ServedService`)."""
 
     metadata: ListMeta
-    items: list[ServedService]
+    items: Required[list[ServedService]]
 
 
 class NetworkPolicyList(TypedDict, total=False):
     """``GET …/networkpolicies``: the ``items`` (:class:`ServedNetworkPolicy`)."""
 
     metadata: ListMeta
-    items: list[ServedNetworkPolicy]
+    items: Required[list[ServedNetworkPolicy]]
 
 
 class ClaimList(TypedDict, total=False):
     """``GET …/persistentvolumeclaims``: the ``items`` (:class:`ServedClaim`)."""
 
     metadata: ListMeta
-    items: list[ServedClaim]
+    items: Required[list[ServedClaim]]

@@ -52,7 +52,7 @@ class Condition:
 
 def parse_conditions(raw: list[ConditionJSON] | None) -> tuple[Condition, ...]:
     """``status.conditions`` (a JSON list, or None) as :class:`Condition`s, in order."""
-    return tuple(Condition(type=c.get("type"), status=c.get("status"), reason=c.get("reason"),
+    return tuple(Condition(type=c["type"], status=c["status"], reason=c.get("reason"),
                            message=c.get("message"), last_transition=c.get("lastTransitionTime"))
                  for c in raw or [])
 
@@ -117,10 +117,10 @@ NO_CONTAINER = Container(name=None, image=None, requests={}, limits={}, env={}, 
 
 
 def _container(raw: ContainerJSON) -> Container:
-    resources = raw.get("resources") or {}
-    return Container(name=raw.get("name"), image=raw.get("image"), requests=dict(resources.get("requests") or {}),
+    resources = raw["resources"]
+    return Container(name=raw["name"], image=raw["image"], requests=dict(resources.get("requests") or {}),
                      limits=dict(resources.get("limits") or {}),
-                     env={e.get("name"): e.get("value") for e in raw.get("env") or []},
+                     env={e["name"]: e.get("value") for e in raw.get("env") or []},
                      restart_policy=raw.get("restartPolicy"))
 
 
@@ -139,8 +139,8 @@ class Ended:
 def _ended(raw: TerminatedState | None) -> Ended | None:
     if not raw:
         return None
-    return Ended(reason=raw.get("reason"), exit_code=raw.get("exitCode"), message=raw.get("message"),
-                 started_at=raw.get("startedAt"), finished_at=raw.get("finishedAt"))
+    return Ended(reason=raw.get("reason"), exit_code=raw["exitCode"], message=raw.get("message"),
+                 started_at=raw["startedAt"], finished_at=raw["finishedAt"])
 
 
 @dataclass(frozen=True)
@@ -177,15 +177,15 @@ NO_STATUS = ContainerStatus(name=None, image=None, image_id=None, restart_count=
 
 
 def _container_status(raw: ContainerStatusJSON) -> ContainerStatus:
-    state: ContainerState = raw.get("state") or {}
-    waiting = state.get("waiting")
-    return ContainerStatus(name=raw.get("name"), image=raw.get("image"), image_id=raw.get("imageID"),
-                           restart_count=int(raw.get("restartCount") or 0), running="running" in state,
-                           running_since=(state.get("running") or {}).get("startedAt"),
+    state: ContainerState = raw["state"]
+    waiting, running = state.get("waiting"), state.get("running")
+    return ContainerStatus(name=raw["name"], image=raw["image"], image_id=raw["imageID"],
+                           restart_count=int(raw["restartCount"]), running="running" in state,
+                           running_since=running["startedAt"] if running else None,
                            terminated="terminated" in state, ended=_ended(state.get("terminated")),
                            waiting=Waiting(reason=waiting.get("reason"), message=waiting.get("message"))
                            if waiting else None,
-                           last_ended=_ended((raw.get("lastState") or {}).get("terminated")))
+                           last_ended=_ended(raw["lastState"].get("terminated")))
 
 
 @dataclass(frozen=True)
@@ -277,8 +277,8 @@ class EndpointSlice:
 def parse_slice(raw: ServedEndpointSlice) -> EndpointSlice:
     """An EndpointSlice from its JSON."""
     return EndpointSlice(ports=parse_ports(raw.get("ports")), endpoints=[
-        Endpoint(ready=(e.get("conditions") or {}).get("ready"), hostname=e.get("hostname"),
-                 pod=(e.get("targetRef") or {}).get("name"), addresses=list(e.get("addresses") or []))
+        Endpoint(ready=e["conditions"].get("ready"), hostname=e.get("hostname"),
+                 pod=(e.get("targetRef") or {}).get("name"), addresses=list(e["addresses"]))
         for e in raw.get("endpoints") or []])
 
 
@@ -322,4 +322,4 @@ class Event:
 def parse_event(raw: EventJSON) -> Event:
     """An Event from its JSON."""
     return Event(type=raw.get("type"), reason=raw.get("reason"), message=raw.get("message"), count=raw.get("count"),
-                 source_host=(raw.get("source") or {}).get("host"))
+                 source_host=raw["source"].get("host"))

@@ -72,7 +72,7 @@ def refresh_nodes(session: KubeSession, names: list[str], wanted: str) -> None:
     try:
         resp: Any = session.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
         body: NodeList = json.loads(resp.data)
-        for node in (parse_node(item) for item in body.get("items") or []):
+        for node in (parse_node(item) for item in body["items"]):
             listed = session.nodes.get(node.name)
             known = (listed["capacity"] if listed else None) or {}
             session.listed(inventory.node_facts(node, sorted({*known, *names})))

@@ -22,6 +22,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import (
     Admission,
+    ObjectList,
     ObjectMeta,
     PriorityClassRef,
     QueueStatus,
@@ -111,7 +112,8 @@ def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[
             which[0], version, namespace, plural, label_selector=label_selector, _request_timeout=kc.API_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - returned: the caller records it
         return [], kc.api_outcome(exc, f"list {plural}.{which[0]}/{version} in {namespace}").message
-    return list(found.get("items") or []), None
+    listed: ObjectList[Any] = found
+    return list(listed["items"]), None
 
 
 def owned_by(objects: list[ServedPodGroup], uid: str) -> list[ServedPodGroup]:

@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes.client import connect
 from pytest_hetero.backends.kubernetes.manifests import (
     DaemonSetSpec,
+    ObjectList,
     ObjectMeta,
     ServedDaemonSet,
     ServedTemplate,
@@ -67,7 +68,8 @@ class Lister:
         data: bytes = response.read()
         if response.status >= 400:
             raise ApiException(status=response.status, reason=data.decode("utf-8", "replace")[:500])
-        return list(json.loads(data).get("items") or [])
+        listed: ObjectList[Any] = json.loads(data)
+        return list(listed["items"])
 
     def section(self, paths: list[str], parse: Callable[[Any], T]) -> tuple[list[T], Problem | None]:
         """Items of the first served path of ``paths``, each as ``parse`` (the parser of the kind the paths

@@ -142,7 +142,7 @@ def pods_of(api: client.ApiClient, namespace: str, selector: str) -> list[Served
     resp: Any = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector, _preload_content=False,
                                                          _request_timeout=kc.API_TIMEOUT_S)
     listed: PodList = json.loads(resp.data)
-    return list(listed.get("items") or [])
+    return list(listed["items"])
 
 
 def job_uid(api: client.ApiClient, namespace: str, name: str) -> str:

@@ -26,7 +26,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.client import PROBE
-from pytest_hetero.backends.kubernetes.manifests import ServedPod
+from pytest_hetero.backends.kubernetes.manifests import ObjectList, ServedPod
 from pytest_hetero.signals import quiet_thread
 
 WATCH_TIMEOUT_S = 240
@@ -71,8 +71,9 @@ class ListWatch:
         ApiException (e.g. 403 without ``list``) and urllib3 errors."""
         query = [("labelSelector", self.selector)] if self.selector else []
         try:
-            body = kc.raw_request(self.api, "GET", self.path, query=query, timeout_s=kc.API_TIMEOUT_S)
-            self.listed(body.get("items") or [], time.perf_counter())
+            body: ObjectList[Any] = kc.raw_request(self.api, "GET", self.path, query=query,
+                                                   timeout_s=kc.API_TIMEOUT_S)
+            self.listed(body["items"], time.perf_counter())
             self.rv = body["metadata"].get("resourceVersion")
         finally:
             self.tried.set()
