@@ -156,7 +156,7 @@ def parse_selector(raw: LabelSelectorJSON | None) -> Selector:
     """A LabelSelector from its JSON (None or {}: the empty selector)."""
     raw = raw or {}
     return Selector(match_labels=dict(raw.get("matchLabels") or {}),
-                    match_expressions=tuple(Requirement(key=e.get("key"), operator=e.get("operator"),
+                    match_expressions=tuple(Requirement(key=e["key"], operator=e["operator"],
                                                         values=tuple(e.get("values") or []))
                                             for e in raw.get("matchExpressions") or []))
 
@@ -203,10 +203,10 @@ def _rule(raw: PolicyRuleJSON | None, peers: Literal["from", "to"]) -> PolicyRul
 def parse_policy(raw: ServedNetworkPolicy) -> NetworkPolicy:
     """A NetworkPolicy from its JSON (see :class:`NetworkPolicy`); KeyError without ``metadata.namespace``
     or ``metadata.name`` (the apiserver always sets both)."""
-    spec: NetworkPolicySpec = raw.get("spec") or {}
+    spec: NetworkPolicySpec = raw["spec"]
     types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
     return NetworkPolicy(ref=f"{raw['metadata']['namespace']}/{raw['metadata']['name']}", types=tuple(types),
-                         selector=parse_selector(spec.get("podSelector")),
+                         selector=parse_selector(spec["podSelector"]),
                          ingress=tuple(_rule(r, "from") for r in spec.get("ingress") or []),
                          egress=tuple(_rule(r, "to") for r in spec.get("egress") or []))
 
@@ -299,7 +299,7 @@ class Service:
 
 def parse_service(raw: ServedService) -> Service:
     """A Service from its JSON; KeyError without ``metadata.name``."""
-    spec: ServedServiceSpec = raw.get("spec") or {}
+    spec: ServedServiceSpec = raw["spec"]
     return Service(name=raw["metadata"]["name"], cluster_ip=spec.get("clusterIP"), ports=parse_ports(spec.get("ports")))
 
 
@@ -533,11 +533,11 @@ class Claim:
 
 def parse_claim(raw: ServedClaim) -> Claim:
     """A PersistentVolumeClaim from its JSON."""
-    spec: ClaimSpec = raw.get("spec") or {}
+    spec: ClaimSpec = raw["spec"]
     return Claim(volume=spec.get("volumeName"), access_modes=list(spec.get("accessModes") or []),
                  storage_class=spec.get("storageClassName"),
                  requests=dict((spec.get("resources") or {}).get("requests") or {}),
-                 phase=(raw.get("status") or {}).get("phase"))
+                 phase=raw["status"].get("phase"))
 
 
 def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:

@@ -707,8 +707,8 @@ class ServedServiceSpec(TypedDict, total=False):
     ports: list[PortJSON]
 
 
-class ServedService(TypedDict, total=False):
-    """A ``core/v1`` Service as served."""
+class ServedService(TypedDict):
+    """A ``core/v1`` Service as served (``metadata`` with its name, and ``spec``, always served)."""
 
     metadata: ObjectMeta
     spec: ServedServiceSpec
@@ -741,10 +741,11 @@ class ServedEndpointSlice(TypedDict, total=False):
 
 
 class SelectorRequirement(TypedDict, total=False):
-    """A ``matchExpressions[]`` entry of a LabelSelector: ``key``, ``operator``, ``values``."""
+    """A ``matchExpressions[]`` entry of a LabelSelector: ``key`` and ``operator`` (both required by the API),
+    ``values``."""
 
-    key: str
-    operator: str
+    key: Required[str]
+    operator: Required[str]
     values: list[str]
 
 
@@ -779,18 +780,20 @@ PolicyRuleJSON = TypedDict("PolicyRuleJSON", {"from": list[PolicyPeer], "to": li
 
 
 class NetworkPolicySpec(TypedDict, total=False):
-    """A NetworkPolicy's ``spec``: ``podSelector``, ``policyTypes``, ``ingress`` and ``egress`` rules."""
+    """A NetworkPolicy's ``spec``: ``podSelector`` (always served; ``{}`` selects every pod), ``policyTypes``,
+    ``ingress`` and ``egress`` rules."""
 
-    podSelector: LabelSelectorJSON
+    podSelector: Required[LabelSelectorJSON]
     policyTypes: list[str]
     ingress: list[PolicyRuleJSON]
     egress: list[PolicyRuleJSON]
 
 
-class ServedNetworkPolicy(TypedDict, total=False):
-    """A ``networking.k8s.io/v1`` NetworkPolicy as served (``metadata`` name and namespace always set)."""
+class ServedNetworkPolicy(TypedDict):
+    """A ``networking.k8s.io/v1`` NetworkPolicy as served (``metadata`` name and namespace always set; ``spec``
+    always served)."""
 
-    metadata: Required[ObjectMeta]
+    metadata: ObjectMeta
     spec: NetworkPolicySpec
 
 
@@ -819,8 +822,8 @@ class ClaimManifest(TypedDict):
     spec: ClaimSpec
 
 
-class ServedClaim(TypedDict, total=False):
-    """A PersistentVolumeClaim as served."""
+class ServedClaim(TypedDict):
+    """A PersistentVolumeClaim as served (``metadata``, ``spec`` and ``status`` always served)."""
 
     metadata: ObjectMeta
     spec: ClaimSpec
