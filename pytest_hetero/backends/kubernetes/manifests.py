@@ -56,8 +56,9 @@ class Listed(TypedDict, total=False):
     metadata: ObjectMeta
 
 
-class OwnerReference(TypedDict, total=False):
-    """An ``ownerReferences[]`` entry as served: ``kind`` and ``name`` of the owner (and its ``uid``)."""
+class OwnerReference(TypedDict):
+    """An ``ownerReferences[]`` entry as served: ``kind``, ``name`` and ``uid`` of the owner (the API requires
+    all three)."""
 
     kind: str
     name: str
@@ -544,8 +545,8 @@ class ObjectReference(TypedDict, total=False):
 class EventJSON(TypedDict, total=False):
     """A ``core/v1`` Event as served: ``type`` (``Normal``/``Warning``), ``reason``, ``message``, ``count``,
     its times (``firstTimestamp``/``lastTimestamp`` whole seconds, ``eventTime`` microseconds; each always
-    served, null when unset), ``source`` (always served, ``{}`` when unset), ``reportingComponent``, ``involvedObject``. Read it through
-    :func:`.objects.parse_event`."""
+    served, null when unset), ``source`` (always served, ``{}`` when unset), ``reportingComponent``,
+    ``involvedObject``. Read it through :func:`.objects.parse_event`."""
 
     metadata: ObjectMeta
     type: str
@@ -581,17 +582,18 @@ class WorkloadSpec(TypedDict, total=False):
 
 
 class PodSetAssignmentJSON(TypedDict, total=False):
-    """A ``status.admission.podSetAssignments[]`` entry: ``name``, ``count``, ``flavors`` (resource →
-    flavor), ``resourceUsage`` (resource → quantity)."""
+    """A ``status.admission.podSetAssignments[]`` entry: ``name`` (required by Kueue's API), ``count``,
+    ``flavors`` (resource → flavor), ``resourceUsage`` (resource → quantity)."""
 
-    name: str
+    name: Required[str]
     count: int
     flavors: dict[str, str]
     resourceUsage: dict[str, str]
 
 
-class Admission(TypedDict, total=False):
-    """A Kueue Workload's ``status.admission``: the ``clusterQueue`` and the ``podSetAssignments``."""
+class Admission(TypedDict):
+    """A Kueue Workload's ``status.admission``: the ``clusterQueue`` and the ``podSetAssignments`` (both
+    required by Kueue's API)."""
 
     clusterQueue: str
     podSetAssignments: list[PodSetAssignmentJSON]
@@ -624,11 +626,11 @@ class PodGroupStatus(TypedDict, total=False):
 
 class ServedPodGroup(TypedDict, total=False):
     """A Volcano PodGroup (``scheduling.volcano.sh/v1beta1``) as served: what the gate reads of it (the
-    rest, for :func:`pytest_hetero.pending.explain`, stays in the object)."""
+    rest, for :func:`pytest_hetero.pending.explain`, stays in the object); ``metadata`` always."""
 
     apiVersion: str
     kind: str
-    metadata: ObjectMeta
+    metadata: Required[ObjectMeta]
     status: PodGroupStatus
 
 

@@ -229,7 +229,7 @@ def parse_pod(raw: ServedPod) -> Pod:
     return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
                annotations=dict(meta.get("annotations") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
-               owners=tuple((o.get("kind"), o.get("name")) for o in meta.get("ownerReferences") or []),
+               owners=tuple((o["kind"], o["name"]) for o in meta.get("ownerReferences") or []),
                node_name=str(spec.get("nodeName") or ""), hostname=spec.get("hostname"),
                subdomain=spec.get("subdomain"), restart_policy=spec.get("restartPolicy", "Always"),
                containers=tuple(_container(c) for c in spec.get("containers") or []),

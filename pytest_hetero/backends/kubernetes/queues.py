@@ -21,7 +21,6 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import (
-    Admission,
     ObjectList,
     ObjectMeta,
     PriorityClassRef,
@@ -118,7 +117,7 @@ def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[
 
 def owned_by(objects: list[ServedPodGroup], uid: str) -> list[ServedPodGroup]:
     """The objects with an ownerReference to ``uid``."""
-    return [o for o in objects if any(r.get("uid") == uid for r in o.get("metadata", {}).get("ownerReferences") or [])]
+    return [o for o in objects if any(r["uid"] == uid for r in o["metadata"].get("ownerReferences") or [])]
 
 
 @dataclass(frozen=True)
@@ -166,16 +165,16 @@ def parse_workload(raw: ServedWorkload) -> Workload:
     status: WorkloadStatus
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     ref: PriorityClassRef = spec.get("priorityClassRef") or {}
-    admission: Admission = status.get("admission") or {}
+    admission = status.get("admission")
     return Workload(name=meta.get("name"), created=meta.get("creationTimestamp"), queue_name=spec.get("queueName"),
                     priority=spec.get("priority"), priority_ref=(ref.get("name"), ref.get("kind")) if ref else None,
                     priority_class_name=spec.get("priorityClassName"),
                     priority_class_source=spec.get("priorityClassSource"),
                     conditions=parse_conditions(status.get("conditions")),
-                    cluster_queue=admission.get("clusterQueue"),
-                    pod_sets=tuple(PodSetAssignment(name=s.get("name"), count=s.get("count"), flavors=s.get("flavors"),
+                    cluster_queue=admission["clusterQueue"] if admission else None,
+                    pod_sets=tuple(PodSetAssignment(name=s["name"], count=s.get("count"), flavors=s.get("flavors"),
                                                     resource_usage=s.get("resourceUsage"))
-                                   for s in admission.get("podSetAssignments") or []))
+                                   for s in (admission["podSetAssignments"] or [] if admission else [])))
 
 
 def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkload,
