@@ -18,7 +18,7 @@ unset) but the ``metadata`` of a Pod and of a NetworkPolicy, which it always ser
 types declare without ``omitempty`` or as nested structs (``omitempty`` never drops a struct), which the
 apiserver always writes: a LIST answer's ``items`` (``[]`` for none), a condition's ``type`` and ``status``, a
 container status's ``name``, ``image``, ``imageID``, ``restartCount``, ``state`` and ``lastState``, a
-terminated state's ``exitCode`` and times, an Event's ``source`` and times (null when unset), an endpoint's
+terminated state's ``exitCode``, an Event's ``source`` and times (null when unset), an endpoint's
 ``addresses`` and ``conditions``; the parsers of
 :mod:`.objects`, :mod:`.queues`, :mod:`.boundaries`, :mod:`.accounts` and :mod:`.snapshot` read them once and
 fill API defaults. :class:`ServedPod` carries the ``deleted`` mark :mod:`.watch` adds, :class:`ServedNode`
@@ -437,21 +437,22 @@ class WaitingState(TypedDict, total=False):
     message: str
 
 
-class RunningState(TypedDict):
-    """``state.running`` of a container status: ``startedAt`` (null when unset)."""
+class RunningState(TypedDict, total=False):
+    """``state.running`` of a container status: ``startedAt``."""
 
-    startedAt: str | None
+    startedAt: str
 
 
 class TerminatedState(TypedDict, total=False):
-    """``state.terminated`` (or ``lastState.terminated``) of a container status: ``exitCode`` and the times
-    (``startedAt``/``finishedAt``, null when unset) always, ``reason`` and ``message`` when set."""
+    """``state.terminated`` (or ``lastState.terminated``) of a container status: ``exitCode`` always, the rest
+    when set (the times are null in the API's JSON when unset, and absent in a pod the official client
+    decoded and re-serialised: :mod:`.startup` reads one so)."""
 
     reason: str
     exitCode: Required[int]
     message: str
-    startedAt: Required[str | None]
-    finishedAt: Required[str | None]
+    startedAt: str
+    finishedAt: str
 
 
 class ContainerState(TypedDict, total=False):

@@ -140,7 +140,7 @@ def _ended(raw: TerminatedState | None) -> Ended | None:
     if not raw:
         return None
     return Ended(reason=raw.get("reason"), exit_code=raw["exitCode"], message=raw.get("message"),
-                 started_at=raw["startedAt"], finished_at=raw["finishedAt"])
+                 started_at=raw.get("startedAt"), finished_at=raw.get("finishedAt"))
 
 
 @dataclass(frozen=True)
@@ -178,10 +178,10 @@ NO_STATUS = ContainerStatus(name=None, image=None, image_id=None, restart_count=
 
 def _container_status(raw: ContainerStatusJSON) -> ContainerStatus:
     state: ContainerState = raw["state"]
-    waiting, running = state.get("waiting"), state.get("running")
+    waiting = state.get("waiting")
     return ContainerStatus(name=raw["name"], image=raw["image"], image_id=raw["imageID"],
                            restart_count=int(raw["restartCount"]), running="running" in state,
-                           running_since=running["startedAt"] if running else None,
+                           running_since=(state.get("running") or {}).get("startedAt"),
                            terminated="terminated" in state, ended=_ended(state.get("terminated")),
                            waiting=Waiting(reason=waiting.get("reason"), message=waiting.get("message"))
                            if waiting else None,
