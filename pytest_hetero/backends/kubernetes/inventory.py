@@ -70,7 +70,7 @@ def pool(step: Step, api: client.ApiClient, exclude: frozenset[tuple[str, str]] 
     wanted = resource.device_resources
     if wanted and not selector:
         facts = [f for f in facts if any(f["capacity"].get(w) for w in wanted)]
-    snapshot: PoolSnapshot = {"source": "kubernetes", "resource_version": body["metadata"].get("resourceVersion"),
+    snapshot: PoolSnapshot = {"source": "kubernetes", "resource_version": body["metadata"]["resourceVersion"],
                 "taken_at": utc_now(), "label_selector": selector, "requested": names}
     held, pods, why = requested_on(api, [f["name"] for f in facts], names, step.timeout_s, exclude)
     for f in facts:

@@ -38,7 +38,7 @@ _KINDS: tuple[tuple[str, str, list[str]], ...] = (
 
 
 def _entry(item: Listed, resource: str, group: str) -> ManagedObject:
-    meta: ObjectMeta = item.get("metadata") or {}
+    meta: ObjectMeta = item["metadata"]
     return {"resource": resource, "apiGroup": group, "namespace": meta.get("namespace"), "name": meta.get("name"),
             "managedFields": list(meta.get("managedFields") or [])}
 

@@ -50,8 +50,8 @@ class ObjectMeta(TypedDict, total=False):
     managedFields: list[dict[str, object]]
 
 
-class Listed(TypedDict, total=False):
-    """Any object of a list call, as far as the gate reads every kind: its ``metadata``."""
+class Listed(TypedDict):
+    """Any object of a list call, as far as the gate reads every kind: its ``metadata`` (always served)."""
 
     metadata: ObjectMeta
 
@@ -646,16 +646,17 @@ class LocalQueueSpec(TypedDict, total=False):
 
 
 class FlavorResourceUsage(TypedDict, total=False):
-    """A ``resources[]`` entry of a queue's flavor usage: the resource ``name`` and its ``total`` (a quantity)."""
+    """A ``resources[]`` entry of a queue's flavor usage: the resource ``name`` and its ``total`` (a quantity;
+    both always served: Kueue's API requires the name and writes a zero total as ``"0"``)."""
 
-    name: str
-    total: str
+    name: Required[str]
+    total: Required[str]
     borrowed: str
 
 
-class FlavorUsage(TypedDict, total=False):
+class FlavorUsage(TypedDict):
     """A ``flavorsUsage[]``/``flavorsReservation[]`` entry of a queue's status: the flavor ``name`` and its
-    ``resources``."""
+    ``resources`` (both required by Kueue's API)."""
 
     name: str
     resources: list[FlavorResourceUsage]
@@ -834,30 +835,47 @@ class ServedClaim(TypedDict):
 
 
 class ServedTemplate(TypedDict, total=False):
-    """A pod ``template`` as served (a controller's): the pods' ``metadata`` and ``spec``."""
+    """A pod ``template`` as served (a controller's): the pods' ``metadata`` and ``spec`` (always served)."""
 
     metadata: ObjectMeta
-    spec: PodSpec
+    spec: Required[PodSpec]
 
 
-class DaemonSetSpec(TypedDict, total=False):
-    """An ``apps/v1`` DaemonSet's ``spec``: its pod ``template``."""
+class DaemonSetSpec(TypedDict):
+    """An ``apps/v1`` DaemonSet's ``spec``: its pod ``template`` (required by the API)."""
 
     template: ServedTemplate
 
 
-class ServedDaemonSet(TypedDict, total=False):
-    """An ``apps/v1`` DaemonSet as served."""
+class ServedDaemonSet(TypedDict):
+    """An ``apps/v1`` DaemonSet as served (``metadata`` and ``spec`` always)."""
 
     metadata: ObjectMeta
     spec: DaemonSetSpec
 
 
 class ListMeta(TypedDict, total=False):
-    """A LIST answer's ``metadata``: the ``resourceVersion`` it was read at (a watch starts from it). The
-    ``*List`` answers always hold ``items`` (``[]`` when nothing matched)."""
+    """A LIST answer's ``metadata``: the ``resourceVersion`` it was read at (a watch starts from it; the
+    apiserver always sets it). The ``*List`` answers always hold ``metadata`` and ``items`` (``[]`` when
+    nothing matched)."""
 
-    resourceVersion: str
+    resourceVersion: Required[str]
+
+
+class WatchedObject(TypedDict, total=False):
+    """The ``object`` of a watch event, as far as the watch itself reads it: an object's ``metadata`` (a
+    ``BOOKMARK``'s carries only its ``resourceVersion``), an ``ERROR``'s Status ``code`` (410: too old)."""
+
+    metadata: ObjectMeta
+    code: int
+
+
+class WatchEvent(TypedDict):
+    """One line of a watch stream (``metav1.WatchEvent``): ``type`` (``ADDED``, ``MODIFIED``, ``DELETED``,
+    ``BOOKMARK``, ``ERROR``) and ``object`` (both always sent)."""
+
+    type: str
+    object: WatchedObject
 
 
 ItemT = TypeVar("ItemT")
@@ -866,7 +884,7 @@ ItemT = TypeVar("ItemT")
 class ObjectList(TypedDict, Generic[ItemT], total=False):
     """A LIST answer of any kind (a custom resource's too): its ``items`` (always served) and ``metadata``."""
 
-    metadata: ListMeta
+    metadata: Required[ListMeta]
     items: Required[list[ItemT]]
 
 
@@ -880,7 +898,7 @@ class PodList(TypedDict, total=False):
 class NodeList(TypedDict, total=False):
     """``GET /api/v1/nodes``: the ``items`` (:class:`ServedNode`) and the list's ``metadata``."""
 
-    metadata: ListMeta
+    metadata: Required[ListMeta]
     items: Required[list[ServedNode]]
 
 
