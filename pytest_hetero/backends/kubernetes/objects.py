@@ -232,7 +232,7 @@ def parse_pod(raw: ServedPod) -> Pod:
                owners=tuple((o["kind"], o["name"]) for o in meta.get("ownerReferences") or []),
                node_name=str(spec.get("nodeName") or ""), hostname=spec.get("hostname"),
                subdomain=spec.get("subdomain"), restart_policy=spec.get("restartPolicy", "Always"),
-               containers=tuple(_container(c) for c in spec.get("containers") or []),
+               containers=tuple(_container(c) for c in spec["containers"]),
                init_containers=tuple(_container(c) for c in spec.get("initContainers") or []),
                overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"), ip=status.get("podIP"),
                reason=status.get("reason"),

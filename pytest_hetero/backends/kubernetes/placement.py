@@ -60,7 +60,7 @@ def record_placed(
         requested=ks.resources(ctx.resource),
         allocated={
             "node": node,
-            "resources": pod["spec"]["containers"][0].get("resources"),
+            "resources": pod["spec"]["containers"][0]["resources"],
             "node_allocatable": facts["allocatable"] if facts else None,
             "node_simulated": facts["simulated"] if facts else None,
         },
