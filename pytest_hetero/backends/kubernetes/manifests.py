@@ -527,6 +527,18 @@ class ServedNode(TypedDict, total=False):
     deleted: bool
 
 
+class ListedNode(TypedDict, total=False):
+    """A ``core/v1`` Node as a LIST or GET answers it: ``metadata``, ``spec`` and ``status`` always (the
+    apiserver serves an unset struct as ``{}``), unlike the nodes a node watch keeps (:class:`ServedNode`).
+    Read it through :func:`.objects.parse_node`."""
+
+    apiVersion: str
+    kind: str
+    metadata: Required[ObjectMeta]
+    spec: Required[NodeSpec]
+    status: Required[NodeStatus]
+
+
 class EventSource(TypedDict, total=False):
     """An Event's ``source``: the reporting ``component`` and the ``host`` (a kubelet's node)."""
 
@@ -737,11 +749,12 @@ class EndpointJSON(TypedDict, total=False):
 
 
 class ServedEndpointSlice(TypedDict, total=False):
-    """A ``discovery.k8s.io/v1`` EndpointSlice as served: ``ports`` and ``endpoints``."""
+    """A ``discovery.k8s.io/v1`` EndpointSlice as served: ``ports`` and ``endpoints`` (always served; null when
+    the slice has none)."""
 
     metadata: ObjectMeta
-    ports: list[PortJSON]
-    endpoints: list[EndpointJSON]
+    ports: Required[list[PortJSON] | None]
+    endpoints: Required[list[EndpointJSON] | None]
 
 
 class SelectorRequirement(TypedDict, total=False):
@@ -896,10 +909,10 @@ class PodList(TypedDict, total=False):
 
 
 class NodeList(TypedDict, total=False):
-    """``GET /api/v1/nodes``: the ``items`` (:class:`ServedNode`) and the list's ``metadata``."""
+    """``GET /api/v1/nodes``: the ``items`` (:class:`ListedNode`) and the list's ``metadata``."""
 
     metadata: Required[ListMeta]
-    items: Required[list[ServedNode]]
+    items: Required[list[ListedNode]]
 
 
 class EventList(TypedDict, total=False):

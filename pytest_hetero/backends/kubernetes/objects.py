@@ -17,14 +17,12 @@ from pytest_hetero.backends.kubernetes.manifests import (
     ContainerState,
     ContainerStatusJSON,
     EventJSON,
-    NodeSpec,
-    NodeStatus,
+    ListedNode,
     ObjectMeta,
     PodSpec,
     PodStatus,
     PortJSON,
     ServedEndpointSlice,
-    ServedNode,
     ServedPod,
     TerminatedState,
 )
@@ -84,12 +82,9 @@ class Node:
         return self.annotations.get("kwok.x-k8s.io/node") == "fake"
 
 
-def parse_node(raw: ServedNode) -> Node:
-    """A Node from its JSON (see :class:`Node`)."""
-    meta: ObjectMeta
-    spec: NodeSpec
-    status: NodeStatus
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+def parse_node(raw: ListedNode) -> Node:
+    """A Node from its JSON as a LIST or GET answers it (see :class:`Node`)."""
+    meta, spec, status = raw["metadata"], raw["spec"], raw["status"]
     return Node(name=str(meta.get("name") or ""), resource_version=meta.get("resourceVersion"),
                 labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
                 taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
@@ -276,10 +271,10 @@ class EndpointSlice:
 
 def parse_slice(raw: ServedEndpointSlice) -> EndpointSlice:
     """An EndpointSlice from its JSON."""
-    return EndpointSlice(ports=parse_ports(raw.get("ports")), endpoints=[
+    return EndpointSlice(ports=parse_ports(raw["ports"]), endpoints=[
         Endpoint(ready=e["conditions"].get("ready"), hostname=e.get("hostname"),
                  pod=(e.get("targetRef") or {}).get("name"), addresses=list(e["addresses"]))
-        for e in raw.get("endpoints") or []])
+        for e in raw["endpoints"] or []])
 
 
 @dataclass(frozen=True)
