@@ -39,7 +39,7 @@ _KINDS: tuple[tuple[str, str, list[str]], ...] = (
 
 def _entry(item: Listed, resource: str, group: str) -> ManagedObject:
     meta: ObjectMeta = item["metadata"]
-    return {"resource": resource, "apiGroup": group, "namespace": meta.get("namespace"), "name": meta.get("name"),
+    return {"resource": resource, "apiGroup": group, "namespace": meta.get("namespace"), "name": meta["name"],
             "managedFields": list(meta.get("managedFields") or [])}
 
 

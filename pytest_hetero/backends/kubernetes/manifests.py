@@ -33,11 +33,11 @@ from pytest_hetero.backends.protocol import Taint
 
 
 class ObjectMeta(TypedDict, total=False):
-    """``metadata`` of an object the gate creates (every one has a name and a namespace), or of a pod
-    template (neither); ``uid``, ``resourceVersion``, the timestamps and ``ownerReferences`` are the
+    """``metadata`` of an object the gate creates (every one has a name and a namespace) or the apiserver
+    serves (a ``name`` always); ``uid``, ``resourceVersion``, the timestamps and ``ownerReferences`` are the
     apiserver's, present only in what it serves."""
 
-    name: str
+    name: Required[str]
     namespace: str
     labels: dict[str, str]
     annotations: dict[str, str]
@@ -48,6 +48,13 @@ class ObjectMeta(TypedDict, total=False):
     finalizers: list[str]
     ownerReferences: list[OwnerReference]
     managedFields: list[dict[str, object]]
+
+
+class TemplateMeta(TypedDict, total=False):
+    """``metadata`` of a pod template: the pods' ``labels`` and ``annotations``."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
 
 
 class Listed(TypedDict):
@@ -255,7 +262,7 @@ class PodSpec(TypedDict, total=False):
 class PodTemplateSpec(TypedDict):
     """``template`` of a Job, Deployment or Volcano task: the pods' ``metadata`` and ``spec``."""
 
-    metadata: ObjectMeta
+    metadata: TemplateMeta
     spec: PodSpec
 
 
@@ -850,7 +857,7 @@ class ServedClaim(TypedDict):
 class ServedTemplate(TypedDict, total=False):
     """A pod ``template`` as served (a controller's): the pods' ``metadata`` and ``spec`` (always served)."""
 
-    metadata: ObjectMeta
+    metadata: TemplateMeta
     spec: Required[PodSpec]
 
 

@@ -85,7 +85,7 @@ class Node:
 def parse_node(raw: ListedNode) -> Node:
     """A Node from its JSON as a LIST or GET answers it (see :class:`Node`)."""
     meta, spec, status = raw["metadata"], raw["spec"], raw["status"]
-    return Node(name=str(meta.get("name") or ""), resource_version=meta.get("resourceVersion"),
+    return Node(name=meta["name"], resource_version=meta.get("resourceVersion"),
                 labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
                 taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
                 conditions=parse_conditions(status.get("conditions")),
@@ -221,7 +221,7 @@ def parse_pod(raw: ServedPod) -> Pod:
     spec: PodSpec
     status: PodStatus
     spec, status = raw.get("spec") or {"containers": []}, raw.get("status") or {}
-    return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
+    return Pod(name=meta["name"], namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
                annotations=dict(meta.get("annotations") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
                owners=tuple((o["kind"], o["name"]) for o in meta.get("ownerReferences") or []),

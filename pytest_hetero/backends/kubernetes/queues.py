@@ -22,7 +22,6 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import (
     ObjectList,
-    ObjectMeta,
     PriorityClassRef,
     QueueStatus,
     ServedClusterQueue,
@@ -160,13 +159,13 @@ class Workload:
 
 def parse_workload(raw: ServedWorkload) -> Workload:
     """A Workload from its JSON (see :class:`Workload`)."""
-    meta: ObjectMeta
     spec: WorkloadSpec
     status: WorkloadStatus
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    meta, spec, status = raw.get("metadata"), raw.get("spec") or {}, raw.get("status") or {}
     ref: PriorityClassRef = spec.get("priorityClassRef") or {}
     admission = status.get("admission")
-    return Workload(name=meta.get("name"), created=meta.get("creationTimestamp"), queue_name=spec.get("queueName"),
+    return Workload(name=meta["name"] if meta else None, created=meta.get("creationTimestamp") if meta else None,
+                    queue_name=spec.get("queueName"),
                     priority=spec.get("priority"), priority_ref=(ref.get("name"), ref.get("kind")) if ref else None,
                     priority_class_name=spec.get("priorityClassName"),
                     priority_class_source=spec.get("priorityClassSource"),

@@ -134,7 +134,7 @@ TOP_FIELDS = ("handler", "scheduling", "value", "preemptionPolicy", "globalDefau
 def parse_object(raw: ListedObject) -> Object:
     """An :class:`Object` from a listed item's JSON."""
     meta: ObjectMeta = raw["metadata"]
-    return Object(namespace=meta.get("namespace"), name=meta.get("name"), spec=dict(raw.get("spec") or {}),
+    return Object(namespace=meta.get("namespace"), name=meta["name"], spec=dict(raw.get("spec") or {}),
                   top={k: raw.get(k) for k in TOP_FIELDS})
 
 
@@ -162,7 +162,7 @@ def parse_daemonset(raw: ServedDaemonSet) -> DaemonSet:
     """A DaemonSet from its JSON."""
     meta: ObjectMeta = raw["metadata"]
     containers = raw["spec"]["template"]["spec"]["containers"]
-    return DaemonSet(ref=f"{meta.get('namespace')}/{meta.get('name')}", name=str(meta.get("name")),
+    return DaemonSet(ref=f"{meta.get('namespace')}/{meta['name']}", name=meta["name"],
                      images=sorted(str(c.get("image")) for c in containers))
 
 
