@@ -536,7 +536,7 @@ def parse_claim(raw: ServedClaim) -> Claim:
     spec: ClaimSpec = raw["spec"]
     return Claim(volume=spec.get("volumeName"), access_modes=list(spec.get("accessModes") or []),
                  storage_class=spec.get("storageClassName"),
-                 requests=dict((spec.get("resources") or {}).get("requests") or {}),
+                 requests=dict(spec["resources"].get("requests") or {}),
                  phase=raw["status"].get("phase"))
 
 

@@ -823,12 +823,12 @@ class ServedNetworkPolicy(TypedDict):
 
 class ClaimSpec(TypedDict, total=False):
     """A PersistentVolumeClaim's ``spec``: ``volumeName``, ``accessModes``, ``storageClassName`` (``""``:
-    no class), ``resources.requests``."""
+    no class), ``resources.requests`` (``resources`` always: the gate writes it, the apiserver serves it)."""
 
     volumeName: str
     accessModes: list[str]
     storageClassName: str
-    resources: ResourceRequirements
+    resources: Required[ResourceRequirements]
 
 
 class ClaimStatus(TypedDict, total=False):
