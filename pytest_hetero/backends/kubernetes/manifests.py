@@ -496,14 +496,15 @@ class PodStatus(TypedDict, total=False):
 
 class ServedPod(TypedDict, total=False):
     """A ``core/v1`` Pod as the apiserver serves it (a LIST item, a watch event's object): ``metadata``
-    (always served, with name and namespace), ``spec``, ``status``; ``deleted``: set by :mod:`.watch` on a
-    pod it saw deleted. Read it through :func:`.objects.parse_pod`."""
+    (with name and namespace), ``spec`` and ``status`` (``{}`` before the kubelet reports), all always served;
+    ``deleted``: set by :mod:`.watch` on a pod it saw deleted. A pod the run never saw is
+    :func:`.objects.unseen_pod`. Read it through :func:`.objects.parse_pod`."""
 
     apiVersion: str
     kind: str
     metadata: Required[ObjectMeta]
-    spec: PodSpec
-    status: PodStatus
+    spec: Required[PodSpec]
+    status: Required[PodStatus]
     deleted: bool
 
 

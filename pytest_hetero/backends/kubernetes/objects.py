@@ -19,8 +19,6 @@ from pytest_hetero.backends.kubernetes.manifests import (
     EventJSON,
     ListedNode,
     ObjectMeta,
-    PodSpec,
-    PodStatus,
     PortJSON,
     ServedEndpointSlice,
     ServedPod,
@@ -215,12 +213,14 @@ class Pod:
     deleted: bool
 
 
+def unseen_pod(name: str) -> ServedPod:
+    """A pod known by ``name`` only (the run saw none of its workload's): empty ``spec`` and ``status``."""
+    return {"metadata": {"name": name}, "spec": {"containers": []}, "status": {}}
+
+
 def parse_pod(raw: ServedPod) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
-    meta = raw["metadata"]
-    spec: PodSpec
-    status: PodStatus
-    spec, status = raw.get("spec") or {"containers": []}, raw.get("status") or {}
+    meta, spec, status = raw["metadata"], raw["spec"], raw["status"]
     return Pod(name=meta["name"], namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
                annotations=dict(meta.get("annotations") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),

@@ -222,7 +222,7 @@ def unscheduled(
             }
             for q in queue
         ],
-        conditions=[(p.get("status") or {}).get("conditions") for p in pods],
+        conditions=[p["status"].get("conditions") for p in pods],
         **({"queue": note} if note is not None else {}),
     )
     pinned = workload["node"]

@@ -195,7 +195,7 @@ class PodWatch(ListWatch):
             pod = {**pod, "deleted": True}
         self.pods[name] = pod
         self.seen_at[name] = now
-        if name not in self.bound_at and (pod.get("spec") or {"containers": []}).get("nodeName"):
+        if name not in self.bound_at and pod["spec"].get("nodeName"):
             self.bound_at[name] = time.time()
         if key is not None:
             self.keyed.setdefault(key, {})[name] = pod
