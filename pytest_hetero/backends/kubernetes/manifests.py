@@ -14,12 +14,14 @@ as they were sent (``manifest`` facts).
 
 Served objects (``Served*``, :class:`EventJSON`, :class:`ConditionJSON`): what a GET, a LIST item or a watch
 event's object holds, as ``json.loads`` decodes it. A field is optional (the apiserver leaves out what is
-unset) but the ``metadata`` of a Pod and of a NetworkPolicy, which it always serves, and the fields the API
-types declare without ``omitempty`` or as nested structs (``omitempty`` never drops a struct), which the
-apiserver always writes: a LIST answer's ``items`` (``[]`` for none), a condition's ``type`` and ``status``, a
-container status's ``name``, ``image``, ``imageID``, ``restartCount``, ``state`` and ``lastState``, a
-terminated state's ``exitCode``, an Event's ``source`` and times (null when unset), an endpoint's
-``addresses`` and ``conditions``; the parsers of
+unset) but those it always serves, which are ``Required``: every object's ``metadata.name``, the fields the API
+types declare without ``omitempty`` and the nested structs (``omitempty`` never drops a struct: a Pod's
+``spec`` and ``status``, a listed Node's, an Event's ``source``), e.g. a LIST answer's ``items`` (``[]`` for
+none) and ``metadata.resourceVersion``, a condition's ``type`` and ``status``, a container status's ``name``,
+``image``, ``imageID``, ``restartCount``, ``state`` and ``lastState``, a terminated state's ``exitCode``, an
+endpoint's ``addresses`` and ``conditions``. A custom resource (Kueue, Volcano) is stored as its controller
+or client sent it and a status subresource starts empty: only what their APIs require is ``Required`` there
+(a Workload's ``status`` may be absent). The parsers of
 :mod:`.objects`, :mod:`.queues`, :mod:`.boundaries`, :mod:`.accounts` and :mod:`.snapshot` read them once and
 fill API defaults. :class:`ServedPod` carries the ``deleted`` mark :mod:`.watch` adds, :class:`ServedNode`
 the node watch's.

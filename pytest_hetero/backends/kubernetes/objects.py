@@ -2,10 +2,11 @@
 
 Each parser takes one object as ``json.loads`` of a GET, LIST item or watch event gives it (field names
 of the Kubernetes API reference, ``core/v1`` Pod and Node) and returns a frozen dataclass holding only
-the fields the backend reads, absent fields filled with their API default (empty map or list, None for
-an absent time or string, False, 0). The rest of the package reads attributes of these, never the JSON.
-Times stay RFC 3339 strings as served (``metav1.Time``). The parsers never raise for a missing field;
-an object without ``metadata.name`` has the name "".
+the fields the backend reads. A field the apiserver always serves (``Required`` in :mod:`.manifests`: a
+Pod's ``metadata.name``, ``spec`` and ``status``, a listed Node's ``metadata``, ``spec`` and ``status``, a
+condition's ``type`` and ``status``…) is read as it is; an optional one, when absent, is filled with its API
+default (empty map or list, None for an absent time or string, False, 0). The rest of the package reads
+attributes of these, never the JSON. Times stay RFC 3339 strings as served (``metav1.Time``).
 """
 
 from __future__ import annotations
