@@ -47,7 +47,7 @@ def pod(name: str, node: str, containers: list[dict[str, str]], init: list[dict[
                      "tolerations": [{"operator": "Exists"}]}
     if overhead is not None:
         spec["overhead"] = overhead
-    return {"metadata": {"name": name}, "spec": spec}
+    return {"metadata": {"name": name}, "spec": spec, "status": {}}
 
 
 def test_the_effective_request_follows_the_schedulers_rule() -> None:

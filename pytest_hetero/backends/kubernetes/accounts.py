@@ -41,8 +41,7 @@ def quota_accounts(api: client.ApiClient, namespace: str) -> dict[str, QuotaAcco
 
 def _flavors(entries: list[FlavorUsage] | None) -> dict[str, str]:
     """``<flavor>/<resource>`` → ``total`` of a queue status's ``flavorsUsage``/``flavorsReservation`` (JSON)."""
-    return {f"{f.get('name')}/{r.get('name')}": str(r.get("total")) for f in entries or []
-            for r in f.get("resources") or []}
+    return {f"{f['name']}/{r['name']}": str(r["total"]) for f in entries or [] for r in f["resources"] or []}
 
 
 def _queue_account(raw: ServedClusterQueue | ServedLocalQueue) -> QueueAccount:

@@ -156,7 +156,7 @@ def parse_selector(raw: LabelSelectorJSON | None) -> Selector:
     """A LabelSelector from its JSON (None or {}: the empty selector)."""
     raw = raw or {}
     return Selector(match_labels=dict(raw.get("matchLabels") or {}),
-                    match_expressions=tuple(Requirement(key=e.get("key"), operator=e.get("operator"),
+                    match_expressions=tuple(Requirement(key=e["key"], operator=e["operator"],
                                                         values=tuple(e.get("values") or []))
                                             for e in raw.get("matchExpressions") or []))
 
@@ -203,10 +203,10 @@ def _rule(raw: PolicyRuleJSON | None, peers: Literal["from", "to"]) -> PolicyRul
 def parse_policy(raw: ServedNetworkPolicy) -> NetworkPolicy:
     """A NetworkPolicy from its JSON (see :class:`NetworkPolicy`); KeyError without ``metadata.namespace``
     or ``metadata.name`` (the apiserver always sets both)."""
-    spec: NetworkPolicySpec = raw.get("spec") or {}
+    spec: NetworkPolicySpec = raw["spec"]
     types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
     return NetworkPolicy(ref=f"{raw['metadata']['namespace']}/{raw['metadata']['name']}", types=tuple(types),
-                         selector=parse_selector(spec.get("podSelector")),
+                         selector=parse_selector(spec["podSelector"]),
                          ingress=tuple(_rule(r, "from") for r in spec.get("ingress") or []),
                          egress=tuple(_rule(r, "to") for r in spec.get("egress") or []))
 
@@ -271,7 +271,7 @@ def isolating(policies: list[NetworkPolicy], labels: dict[str, str], direction: 
 def _policies(api: client.ApiClient, namespace: str) -> list[NetworkPolicy]:
     net = client.NetworkingV1Api(api)
     listed: NetworkPolicyList = _json(net.list_namespaced_network_policy, namespace)
-    return [parse_policy(p) for p in listed.get("items") or []]
+    return [parse_policy(p) for p in listed["items"]]
 
 
 @dataclass(frozen=True)
@@ -299,7 +299,7 @@ class Service:
 
 def parse_service(raw: ServedService) -> Service:
     """A Service from its JSON; KeyError without ``metadata.name``."""
-    spec: ServedServiceSpec = raw.get("spec") or {}
+    spec: ServedServiceSpec = raw["spec"]
     return Service(name=raw["metadata"]["name"], cluster_ip=spec.get("clusterIP"), ports=parse_ports(spec.get("ports")))
 
 
@@ -310,12 +310,12 @@ def _targets(run: _Probe, target: Tenant) -> tuple[list[Target], list[Attempt]]:
     disc = client.DiscoveryV1Api(run.session.api)
     ns = target.namespace
     services: ServiceList = _json(core.list_namespaced_service, ns)
-    found = {s.name: s for s in (parse_service(i) for i in services.get("items") or [])}
+    found = {s.name: s for s in (parse_service(i) for i in services["items"])}
     wanted = list(run.probe.services) or sorted(found)
     out: list[Target] = []
     missing: list[Attempt] = []
     listed: PodList = _json(core.list_namespaced_pod, ns)
-    pods = {p.name: p.labels for p in (parse_pod(i) for i in listed.get("items") or [])}
+    pods = {p.name: p.labels for p in (parse_pod(i) for i in listed["items"])}
     for name in wanted:
         svc = found.get(name)
         if svc is None:
@@ -325,7 +325,7 @@ def _targets(run: _Probe, target: Tenant) -> tuple[list[Target], list[Attempt]]:
             continue
         sliced: EndpointSliceList = _json(disc.list_namespaced_endpoint_slice, ns,
                                           label_selector=f"kubernetes.io/service-name={name}")
-        slices = [parse_slice(i) for i in sliced.get("items") or []]
+        slices = [parse_slice(i) for i in sliced["items"]]
         backends = []
         for sl in slices:
             ports = [p for p in sl.ports if p.protocol == "TCP" and p.port]
@@ -490,7 +490,7 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
     assert tenant is not None  # the matrix requires 'as' and 'target'  # noqa: S101
     core = client.CoreV1Api(run.session.api)
     claims: ClaimList = _json(core.list_namespaced_persistent_volume_claim, tenant.namespace)
-    own_claims = {c["metadata"]["name"] for c in claims.get("items") or []}
+    own_claims = {c["metadata"]["name"] for c in claims["items"]}
     for claim in run.probe.claims:
         volume: Volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
         into = _pod(run, "claim", target.namespace, ["/bin/sh", "-c", "true"])
@@ -533,11 +533,11 @@ class Claim:
 
 def parse_claim(raw: ServedClaim) -> Claim:
     """A PersistentVolumeClaim from its JSON."""
-    spec: ClaimSpec = raw.get("spec") or {}
+    spec: ClaimSpec = raw["spec"]
     return Claim(volume=spec.get("volumeName"), access_modes=list(spec.get("accessModes") or []),
                  storage_class=spec.get("storageClassName"),
-                 requests=dict((spec.get("resources") or {}).get("requests") or {}),
-                 phase=(raw.get("status") or {}).get("phase"))
+                 requests=dict(spec["resources"].get("requests") or {}),
+                 phase=raw["status"].get("phase"))
 
 
 def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:

@@ -69,7 +69,7 @@ def requested_on(api: client.ApiClient, nodes: Iterable[str], names: Iterable[st
         return {}, 0, f"list pods in all namespaces: {type(exc).__name__}: {str(exc)[:200]}"
     out: dict[str, dict[str, float]] = {n: {} for n in wanted}
     counted = 0
-    for pod in (parse_pod(item) for item in body.get("items") or []):
+    for pod in (parse_pod(item) for item in body["items"]):
         node = pod.node_name
         if node not in wanted or pod.phase in ENDED or (pod.namespace, pod.name) in exclude:
             continue

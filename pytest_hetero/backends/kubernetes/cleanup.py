@@ -22,6 +22,7 @@ from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi  # noqa: F
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import connect
+from pytest_hetero.backends.kubernetes.manifests import Listed, ObjectList
 from pytest_hetero.backends.kubernetes.objects import Meta, parse_meta
 from pytest_hetero.backends.labels import CREATED_AT, RUN_ID, CleanupEntry
 from pytest_hetero.backends.protocol import EngineFault, Leftover
@@ -66,7 +67,7 @@ def owned(
     yield from _serving_objects(api, namespace, selector)
     custom = client.CustomObjectsApi(api)
     try:
-        vcjobs = (
+        found: Any = (
             custom.list_cluster_custom_object(*VOLCANO, label_selector=selector)
             if namespace is None
             else custom.list_namespaced_custom_object(
@@ -74,9 +75,10 @@ def owned(
             )
         )
     except ApiException:
-        vcjobs = {"items": []}
+        found = {"items": []}
+    vcjobs: ObjectList[Listed] = found
     assert isinstance(vcjobs, dict)
-    for obj in vcjobs.get("items") or []:
+    for obj in vcjobs["items"]:
         meta = parse_meta(obj["metadata"])
         yield (
             "volcano-job",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 from kubernetes import client, config
@@ -54,6 +54,22 @@ def created_annotations() -> dict[str, str]:
     return {CREATED_AT: utc_stamp()}
 
 
+class ContextSettings(TypedDict, total=False):
+    """A kubeconfig context's settings (``contexts[].context``): ``cluster``, ``user`` and its ``namespace``."""
+
+    cluster: str
+    user: str
+    namespace: str
+
+
+class NamedContext(TypedDict):
+    """A ``contexts[]`` entry of a kubeconfig: its ``name`` and ``context`` (both required: the official client
+    refuses a kubeconfig whose context it loads without them)."""
+
+    name: str
+    context: ContextSettings
+
+
 def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClient, str, str]:
     """``(ApiClient, namespace, context name)`` for the target.
 
@@ -66,9 +82,10 @@ def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClie
             cfg = client.Configuration()
             config.load_kube_config(config_file=path, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
             contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
-            chosen = next((c for c in contexts if c["name"] == context), active) if context else active
-            namespace = str((chosen or {}).get("context", {}).get("namespace") or "default")
-            name = str((chosen or {}).get("name", ""))
+            chosen: NamedContext | None = next((c for c in contexts if c["name"] == context), active) \
+                if context else active
+            namespace = str((chosen["context"].get("namespace") if chosen else None) or "default")
+            name = str(chosen["name"] if chosen else "")
         else:
             cfg = client.Configuration()
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]

@@ -264,7 +264,7 @@ def list_pods(session: KubeSession, name: str) -> list[ServedPod]:
     except Exception:  # noqa: BLE001 - the caller waits or explains with what it has
         return []
     listed: PodList = json.loads(resp.data)
-    live = [(pod, raw) for pod, raw in ((parse_pod(raw), raw) for raw in listed.get("items") or [])
+    live = [(pod, raw) for pod, raw in ((parse_pod(raw), raw) for raw in listed["items"])
             if not pod.deleting_since]
     return [raw for _, raw in sorted(live, key=lambda seen: int(seen[0].annotations.get(INDEX, 0)))]
 
@@ -310,7 +310,7 @@ def endpoint_addresses(session: KubeSession, service: str, workers: int, deadlin
                 session.namespace, label_selector=f"kubernetes.io/service-name={service}",
                 _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
             found_slices: EndpointSliceList = json.loads(slices.data)
-            items = [parse_slice(i) for i in found_slices.get("items") or []]
+            items = [parse_slice(i) for i in found_slices["items"]]
         except Exception:  # noqa: BLE001 - waited for again; what is found by the deadline is used
             items = []
         for eps in items:

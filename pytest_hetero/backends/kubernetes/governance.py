@@ -48,7 +48,7 @@ from typing import Any, Literal, overload
 from pytest_hetero.backends.kubernetes import accounts, boundaries, inventory, queues, tenancy
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes.manifests import PodManifest, ServedWorkload, Workload
+from pytest_hetero.backends.kubernetes.manifests import ObjectList, PodManifest, ServedWorkload, Workload
 from pytest_hetero.backends.kubernetes.objects import parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.nodefit import blockers
@@ -337,7 +337,8 @@ def _through_target_cluster_queue(run: _Probe, tenant: Tenant, target: Tenant) -
 
 def _items(found: Any) -> list[ServedWorkload]:
     """The ``items`` of a Workload list (``kueue.x-k8s.io``) as served."""
-    return list(found.get("items") or [])
+    listed: ObjectList[ServedWorkload] = found
+    return list(listed["items"])
 
 
 def _submit_as(run: _Probe, tenant: Tenant | None) -> str:

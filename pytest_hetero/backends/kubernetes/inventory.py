@@ -66,11 +66,11 @@ def pool(step: Step, api: client.ApiClient, exclude: frozenset[tuple[str, str]] 
     except Exception as exc:  # noqa: BLE001 - translated
         raise api_outcome(exc, "list nodes") from None
     body: NodeList = json.loads(resp.data)
-    facts = [node_facts(parse_node(n), facts_of) for n in body.get("items") or []]
+    facts = [node_facts(parse_node(n), facts_of) for n in body["items"]]
     wanted = resource.device_resources
     if wanted and not selector:
         facts = [f for f in facts if any(f["capacity"].get(w) for w in wanted)]
-    snapshot: PoolSnapshot = {"source": "kubernetes", "resource_version": body["metadata"].get("resourceVersion"),
+    snapshot: PoolSnapshot = {"source": "kubernetes", "resource_version": body["metadata"]["resourceVersion"],
                 "taken_at": utc_now(), "label_selector": selector, "requested": names}
     held, pods, why = requested_on(api, [f["name"] for f in facts], names, step.timeout_s, exclude)
     for f in facts:

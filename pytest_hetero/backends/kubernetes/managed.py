@@ -38,8 +38,8 @@ _KINDS: tuple[tuple[str, str, list[str]], ...] = (
 
 
 def _entry(item: Listed, resource: str, group: str) -> ManagedObject:
-    meta: ObjectMeta = item.get("metadata") or {}
-    return {"resource": resource, "apiGroup": group, "namespace": meta.get("namespace"), "name": meta.get("name"),
+    meta: ObjectMeta = item["metadata"]
+    return {"resource": resource, "apiGroup": group, "namespace": meta.get("namespace"), "name": meta["name"],
             "managedFields": list(meta.get("managedFields") or [])}
 
 

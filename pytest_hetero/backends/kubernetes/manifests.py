@@ -13,8 +13,15 @@ official client accepts these dicts as request bodies (it serialises a dict as i
 as they were sent (``manifest`` facts).
 
 Served objects (``Served*``, :class:`EventJSON`, :class:`ConditionJSON`): what a GET, a LIST item or a watch
-event's object holds, as ``json.loads`` decodes it. Every field is optional (the apiserver leaves out what is
-unset) but the ``metadata`` of a Pod and of a NetworkPolicy, which it always serves; the parsers of
+event's object holds, as ``json.loads`` decodes it. A field is optional (the apiserver leaves out what is
+unset) but those it always serves, which are ``Required``: every object's ``metadata.name``, the fields the API
+types declare without ``omitempty`` and the nested structs (``omitempty`` never drops a struct: a Pod's
+``spec`` and ``status``, a listed Node's, an Event's ``source``), e.g. a LIST answer's ``items`` (``[]`` for
+none) and ``metadata.resourceVersion``, a condition's ``type`` and ``status``, a container status's ``name``,
+``image``, ``imageID``, ``restartCount``, ``state`` and ``lastState``, a terminated state's ``exitCode``, an
+endpoint's ``addresses`` and ``conditions``. A custom resource (Kueue, Volcano) is stored as its controller
+or client sent it and a status subresource starts empty: only what their APIs require is ``Required`` there
+(a Workload's ``status`` may be absent). The parsers of
 :mod:`.objects`, :mod:`.queues`, :mod:`.boundaries`, :mod:`.accounts` and :mod:`.snapshot` read them once and
 fill API defaults. :class:`ServedPod` carries the ``deleted`` mark :mod:`.watch` adds, :class:`ServedNode`
 the node watch's.
@@ -22,17 +29,17 @@ the node watch's.
 
 from __future__ import annotations
 
-from typing import Literal, Required, TypedDict
+from typing import Generic, Literal, Required, TypedDict, TypeVar
 
 from pytest_hetero.backends.protocol import Taint
 
 
 class ObjectMeta(TypedDict, total=False):
-    """``metadata`` of an object the gate creates (every one has a name and a namespace), or of a pod
-    template (neither); ``uid``, ``resourceVersion``, the timestamps and ``ownerReferences`` are the
+    """``metadata`` of an object the gate creates (every one has a name and a namespace) or the apiserver
+    serves (a ``name`` always); ``uid``, ``resourceVersion``, the timestamps and ``ownerReferences`` are the
     apiserver's, present only in what it serves."""
 
-    name: str
+    name: Required[str]
     namespace: str
     labels: dict[str, str]
     annotations: dict[str, str]
@@ -45,14 +52,22 @@ class ObjectMeta(TypedDict, total=False):
     managedFields: list[dict[str, object]]
 
 
-class Listed(TypedDict, total=False):
-    """Any object of a list call, as far as the gate reads every kind: its ``metadata``."""
+class TemplateMeta(TypedDict, total=False):
+    """``metadata`` of a pod template: the pods' ``labels`` and ``annotations``."""
+
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class Listed(TypedDict):
+    """Any object of a list call, as far as the gate reads every kind: its ``metadata`` (always served)."""
 
     metadata: ObjectMeta
 
 
-class OwnerReference(TypedDict, total=False):
-    """An ``ownerReferences[]`` entry as served: ``kind`` and ``name`` of the owner (and its ``uid``)."""
+class OwnerReference(TypedDict):
+    """An ``ownerReferences[]`` entry as served: ``kind``, ``name`` and ``uid`` of the owner (the API requires
+    all three)."""
 
     kind: str
     name: str
@@ -249,7 +264,7 @@ class PodSpec(TypedDict, total=False):
 class PodTemplateSpec(TypedDict):
     """``template`` of a Job, Deployment or Volcano task: the pods' ``metadata`` and ``spec``."""
 
-    metadata: ObjectMeta
+    metadata: TemplateMeta
     spec: PodSpec
 
 
@@ -413,10 +428,11 @@ Serving = SecretManifest | DeploymentManifest | ServiceManifest
 
 
 class ConditionJSON(TypedDict, total=False):
-    """A ``status.conditions[]`` entry of a Pod or Node as served."""
+    """A ``status.conditions[]`` entry of a Pod or Node (or a Kueue Workload, a Volcano PodGroup) as served:
+    ``type`` and ``status`` always, the rest when set."""
 
-    type: str
-    status: str
+    type: Required[str]
+    status: Required[str]
     reason: str
     message: str
     lastTransitionTime: str
@@ -437,10 +453,12 @@ class RunningState(TypedDict, total=False):
 
 
 class TerminatedState(TypedDict, total=False):
-    """``state.terminated`` (or ``lastState.terminated``) of a container status."""
+    """``state.terminated`` (or ``lastState.terminated``) of a container status: ``exitCode`` always, the rest
+    when set (the times are null in the API's JSON when unset, and absent in a pod the official client
+    decoded and re-serialised: :mod:`.startup` reads one so)."""
 
     reason: str
-    exitCode: int
+    exitCode: Required[int]
     message: str
     startedAt: str
     finishedAt: str
@@ -454,8 +472,9 @@ class ContainerState(TypedDict, total=False):
     terminated: TerminatedState
 
 
-class ContainerStatusJSON(TypedDict, total=False):
-    """A ``status.containerStatuses[]`` entry as served."""
+class ContainerStatusJSON(TypedDict):
+    """A ``status.containerStatuses[]`` entry as served (every field always: ``imageID`` is ``""`` before the
+    image is pulled, ``state``/``lastState`` ``{}`` when there is none)."""
 
     name: str
     image: str
@@ -479,14 +498,15 @@ class PodStatus(TypedDict, total=False):
 
 class ServedPod(TypedDict, total=False):
     """A ``core/v1`` Pod as the apiserver serves it (a LIST item, a watch event's object): ``metadata``
-    (always served, with name and namespace), ``spec``, ``status``; ``deleted``: set by :mod:`.watch` on a
-    pod it saw deleted. Read it through :func:`.objects.parse_pod`."""
+    (with name and namespace), ``spec`` and ``status`` (``{}`` before the kubelet reports), all always served;
+    ``deleted``: set by :mod:`.watch` on a pod it saw deleted. A pod the run never saw is
+    :func:`.objects.unseen_pod`. Read it through :func:`.objects.parse_pod`."""
 
     apiVersion: str
     kind: str
     metadata: Required[ObjectMeta]
-    spec: PodSpec
-    status: PodStatus
+    spec: Required[PodSpec]
+    status: Required[PodStatus]
     deleted: bool
 
 
@@ -517,6 +537,18 @@ class ServedNode(TypedDict, total=False):
     deleted: bool
 
 
+class ListedNode(TypedDict, total=False):
+    """A ``core/v1`` Node as a LIST or GET answers it: ``metadata``, ``spec`` and ``status`` always (the
+    apiserver serves an unset struct as ``{}``), unlike the nodes a node watch keeps (:class:`ServedNode`).
+    Read it through :func:`.objects.parse_node`."""
+
+    apiVersion: str
+    kind: str
+    metadata: Required[ObjectMeta]
+    spec: Required[NodeSpec]
+    status: Required[NodeStatus]
+
+
 class EventSource(TypedDict, total=False):
     """An Event's ``source``: the reporting ``component`` and the ``host`` (a kubelet's node)."""
 
@@ -535,19 +567,19 @@ class ObjectReference(TypedDict, total=False):
 
 class EventJSON(TypedDict, total=False):
     """A ``core/v1`` Event as served: ``type`` (``Normal``/``Warning``), ``reason``, ``message``, ``count``,
-    its times (``firstTimestamp``/``lastTimestamp`` whole seconds, ``eventTime`` microseconds; each may be
-    absent), ``source``, ``reportingComponent``, ``involvedObject``. Read it through
-    :func:`.objects.parse_event`."""
+    its times (``firstTimestamp``/``lastTimestamp`` whole seconds, ``eventTime`` microseconds; each always
+    served, null when unset), ``source`` (always served, ``{}`` when unset), ``reportingComponent``,
+    ``involvedObject``. Read it through :func:`.objects.parse_event`."""
 
     metadata: ObjectMeta
     type: str
     reason: str
     message: str
     count: int
-    firstTimestamp: str
-    lastTimestamp: str
-    eventTime: str
-    source: EventSource
+    firstTimestamp: Required[str | None]
+    lastTimestamp: Required[str | None]
+    eventTime: Required[str | None]
+    source: Required[EventSource]
     reportingComponent: str
     involvedObject: ObjectReference
 
@@ -573,17 +605,18 @@ class WorkloadSpec(TypedDict, total=False):
 
 
 class PodSetAssignmentJSON(TypedDict, total=False):
-    """A ``status.admission.podSetAssignments[]`` entry: ``name``, ``count``, ``flavors`` (resource →
-    flavor), ``resourceUsage`` (resource → quantity)."""
+    """A ``status.admission.podSetAssignments[]`` entry: ``name`` (required by Kueue's API), ``count``,
+    ``flavors`` (resource → flavor), ``resourceUsage`` (resource → quantity)."""
 
-    name: str
+    name: Required[str]
     count: int
     flavors: dict[str, str]
     resourceUsage: dict[str, str]
 
 
-class Admission(TypedDict, total=False):
-    """A Kueue Workload's ``status.admission``: the ``clusterQueue`` and the ``podSetAssignments``."""
+class Admission(TypedDict):
+    """A Kueue Workload's ``status.admission``: the ``clusterQueue`` and the ``podSetAssignments`` (both
+    required by Kueue's API)."""
 
     clusterQueue: str
     podSetAssignments: list[PodSetAssignmentJSON]
@@ -616,11 +649,11 @@ class PodGroupStatus(TypedDict, total=False):
 
 class ServedPodGroup(TypedDict, total=False):
     """A Volcano PodGroup (``scheduling.volcano.sh/v1beta1``) as served: what the gate reads of it (the
-    rest, for :func:`pytest_hetero.pending.explain`, stays in the object)."""
+    rest, for :func:`pytest_hetero.pending.explain`, stays in the object); ``metadata`` always."""
 
     apiVersion: str
     kind: str
-    metadata: ObjectMeta
+    metadata: Required[ObjectMeta]
     status: PodGroupStatus
 
 
@@ -635,16 +668,17 @@ class LocalQueueSpec(TypedDict, total=False):
 
 
 class FlavorResourceUsage(TypedDict, total=False):
-    """A ``resources[]`` entry of a queue's flavor usage: the resource ``name`` and its ``total`` (a quantity)."""
+    """A ``resources[]`` entry of a queue's flavor usage: the resource ``name`` and its ``total`` (a quantity;
+    both always served: Kueue's API requires the name and writes a zero total as ``"0"``)."""
 
-    name: str
-    total: str
+    name: Required[str]
+    total: Required[str]
     borrowed: str
 
 
-class FlavorUsage(TypedDict, total=False):
+class FlavorUsage(TypedDict):
     """A ``flavorsUsage[]``/``flavorsReservation[]`` entry of a queue's status: the flavor ``name`` and its
-    ``resources``."""
+    ``resources`` (both required by Kueue's API)."""
 
     name: str
     resources: list[FlavorResourceUsage]
@@ -699,8 +733,8 @@ class ServedServiceSpec(TypedDict, total=False):
     ports: list[PortJSON]
 
 
-class ServedService(TypedDict, total=False):
-    """A ``core/v1`` Service as served."""
+class ServedService(TypedDict):
+    """A ``core/v1`` Service as served (``metadata`` with its name, and ``spec``, always served)."""
 
     metadata: ObjectMeta
     spec: ServedServiceSpec
@@ -715,27 +749,30 @@ class EndpointConditions(TypedDict, total=False):
 
 
 class EndpointJSON(TypedDict, total=False):
-    """An ``endpoints[]`` entry of an EndpointSlice: ``addresses``, ``conditions``, ``hostname``, ``targetRef``."""
+    """An ``endpoints[]`` entry of an EndpointSlice: ``addresses`` and ``conditions`` (always served),
+    ``hostname``, ``targetRef``."""
 
-    addresses: list[str]
-    conditions: EndpointConditions
+    addresses: Required[list[str]]
+    conditions: Required[EndpointConditions]
     hostname: str
     targetRef: ObjectReference
 
 
 class ServedEndpointSlice(TypedDict, total=False):
-    """A ``discovery.k8s.io/v1`` EndpointSlice as served: ``ports`` and ``endpoints``."""
+    """A ``discovery.k8s.io/v1`` EndpointSlice as served: ``ports`` and ``endpoints`` (always served; null when
+    the slice has none)."""
 
     metadata: ObjectMeta
-    ports: list[PortJSON]
-    endpoints: list[EndpointJSON]
+    ports: Required[list[PortJSON] | None]
+    endpoints: Required[list[EndpointJSON] | None]
 
 
 class SelectorRequirement(TypedDict, total=False):
-    """A ``matchExpressions[]`` entry of a LabelSelector: ``key``, ``operator``, ``values``."""
+    """A ``matchExpressions[]`` entry of a LabelSelector: ``key`` and ``operator`` (both required by the API),
+    ``values``."""
 
-    key: str
-    operator: str
+    key: Required[str]
+    operator: Required[str]
     values: list[str]
 
 
@@ -770,29 +807,31 @@ PolicyRuleJSON = TypedDict("PolicyRuleJSON", {"from": list[PolicyPeer], "to": li
 
 
 class NetworkPolicySpec(TypedDict, total=False):
-    """A NetworkPolicy's ``spec``: ``podSelector``, ``policyTypes``, ``ingress`` and ``egress`` rules."""
+    """A NetworkPolicy's ``spec``: ``podSelector`` (always served; ``{}`` selects every pod), ``policyTypes``,
+    ``ingress`` and ``egress`` rules."""
 
-    podSelector: LabelSelectorJSON
+    podSelector: Required[LabelSelectorJSON]
     policyTypes: list[str]
     ingress: list[PolicyRuleJSON]
     egress: list[PolicyRuleJSON]
 
 
-class ServedNetworkPolicy(TypedDict, total=False):
-    """A ``networking.k8s.io/v1`` NetworkPolicy as served (``metadata`` name and namespace always set)."""
+class ServedNetworkPolicy(TypedDict):
+    """A ``networking.k8s.io/v1`` NetworkPolicy as served (``metadata`` name and namespace always set; ``spec``
+    always served)."""
 
-    metadata: Required[ObjectMeta]
+    metadata: ObjectMeta
     spec: NetworkPolicySpec
 
 
 class ClaimSpec(TypedDict, total=False):
     """A PersistentVolumeClaim's ``spec``: ``volumeName``, ``accessModes``, ``storageClassName`` (``""``:
-    no class), ``resources.requests``."""
+    no class), ``resources.requests`` (``resources`` always: the gate writes it, the apiserver serves it)."""
 
     volumeName: str
     accessModes: list[str]
     storageClassName: str
-    resources: ResourceRequirements
+    resources: Required[ResourceRequirements]
 
 
 class ClaimStatus(TypedDict, total=False):
@@ -810,8 +849,8 @@ class ClaimManifest(TypedDict):
     spec: ClaimSpec
 
 
-class ServedClaim(TypedDict, total=False):
-    """A PersistentVolumeClaim as served."""
+class ServedClaim(TypedDict):
+    """A PersistentVolumeClaim as served (``metadata``, ``spec`` and ``status`` always served)."""
 
     metadata: ObjectMeta
     spec: ClaimSpec
@@ -819,75 +858,103 @@ class ServedClaim(TypedDict, total=False):
 
 
 class ServedTemplate(TypedDict, total=False):
-    """A pod ``template`` as served (a controller's): the pods' ``metadata`` and ``spec``."""
+    """A pod ``template`` as served (a controller's): the pods' ``metadata`` and ``spec`` (always served)."""
 
-    metadata: ObjectMeta
-    spec: PodSpec
+    metadata: TemplateMeta
+    spec: Required[PodSpec]
 
 
-class DaemonSetSpec(TypedDict, total=False):
-    """An ``apps/v1`` DaemonSet's ``spec``: its pod ``template``."""
+class DaemonSetSpec(TypedDict):
+    """An ``apps/v1`` DaemonSet's ``spec``: its pod ``template`` (required by the API)."""
 
     template: ServedTemplate
 
 
-class ServedDaemonSet(TypedDict, total=False):
-    """An ``apps/v1`` DaemonSet as served."""
+class ServedDaemonSet(TypedDict):
+    """An ``apps/v1`` DaemonSet as served (``metadata`` and ``spec`` always)."""
 
     metadata: ObjectMeta
     spec: DaemonSetSpec
 
 
 class ListMeta(TypedDict, total=False):
-    """A LIST answer's ``metadata``: the ``resourceVersion`` it was read at (a watch starts from it)."""
+    """A LIST answer's ``metadata``: the ``resourceVersion`` it was read at (a watch starts from it; the
+    apiserver always sets it). The ``*List`` answers always hold ``metadata`` and ``items`` (``[]`` when
+    nothing matched)."""
 
-    resourceVersion: str
+    resourceVersion: Required[str]
+
+
+class WatchedObject(TypedDict, total=False):
+    """The ``object`` of a watch event, as far as the watch itself reads it: an object's ``metadata`` (a
+    ``BOOKMARK``'s carries only its ``resourceVersion``), an ``ERROR``'s Status ``code`` (410: too old)."""
+
+    metadata: ObjectMeta
+    code: int
+
+
+class WatchEvent(TypedDict):
+    """One line of a watch stream (``metav1.WatchEvent``): ``type`` (``ADDED``, ``MODIFIED``, ``DELETED``,
+    ``BOOKMARK``, ``ERROR``) and ``object`` (both always sent)."""
+
+    type: str
+    object: WatchedObject
+
+
+ItemT = TypeVar("ItemT")
+
+
+class ObjectList(TypedDict, Generic[ItemT], total=False):
+    """A LIST answer of any kind (a custom resource's too): its ``items`` (always served) and ``metadata``."""
+
+    metadata: Required[ListMeta]
+    items: Required[list[ItemT]]
 
 
 class PodList(TypedDict, total=False):
     """``GET …/pods``: the ``items`` (:class:`ServedPod`) and the list's ``metadata``."""
 
     metadata: ListMeta
-    items: list[ServedPod]
+    items: Required[list[ServedPod]]
 
 
 class NodeList(TypedDict, total=False):
-    """``GET /api/v1/nodes``: the ``items`` (:class:`ServedNode`) and the list's ``metadata``."""
+    """``GET /api/v1/nodes``: the ``items`` (:class:`ListedNode`) and the list's ``metadata``."""
 
-    metadata: ListMeta
-    items: list[ServedNode]
+    metadata: Required[ListMeta]
+    items: Required[list[ListedNode]]
 
 
 class EventList(TypedDict, total=False):
     """``GET …/events``: the ``items`` (:class:`EventJSON`)."""
 
     metadata: ListMeta
-    items: list[EventJSON]
+    items: Required[list[EventJSON]]
 
 
 class EndpointSliceList(TypedDict, total=False):
     """``GET …/endpointslices``: the ``items`` (:class:`ServedEndpointSlice`)."""
 
     metadata: ListMeta
-    items: list[ServedEndpointSlice]
+    items: Required[list[ServedEndpointSlice]]
 
 
 class ServiceList(TypedDict, total=False):
     """``GET …/services``: the ``items`` (:class:`ServedService`)."""
 
     metadata: ListMeta
-    items: list[ServedService]
+    items: Required[list[ServedService]]
 
 
 class NetworkPolicyList(TypedDict, total=False):
     """``GET …/networkpolicies``: the ``items`` (:class:`ServedNetworkPolicy`)."""
 
     metadata: ListMeta
-    items: list[ServedNetworkPolicy]
+    items: Required[list[ServedNetworkPolicy]]
 
 
 class ClaimList(TypedDict, total=False):
     """``GET …/persistentvolumeclaims``: the ``items`` (:class:`ServedClaim`)."""
 
     metadata: ListMeta
-    items: list[ServedClaim]
+    items: Required[list[ServedClaim]]

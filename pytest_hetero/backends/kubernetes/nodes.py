@@ -48,8 +48,8 @@ class ReadyCondition(TypedDict):
 
 
 def _ready(raw: ConditionJSON) -> ReadyCondition:
-    """The Ready condition from its JSON, keys in the API's order; a missing ``status`` reads ``Unknown``."""
-    cond: ReadyCondition = {"type": str(raw.get("type")), "status": str(raw.get("status", "Unknown"))}
+    """The Ready condition from its JSON (``type`` and ``status`` always served), keys in the API's order."""
+    cond: ReadyCondition = {"type": raw["type"], "status": raw["status"]}
     if "lastHeartbeatTime" in raw:
         cond["lastHeartbeatTime"] = raw["lastHeartbeatTime"]
     if "lastTransitionTime" in raw:
@@ -67,7 +67,7 @@ def ready_condition(node: ServedNode) -> ReadyCondition:
     if node.get("deleted"):
         return unknown("NodeDeleted", "the Node object was deleted")
     for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
+        if cond["type"] == "Ready":
             return _ready(cond)
     return unknown("NoReadyCondition", "the node reports no Ready condition")
 

@@ -2,10 +2,11 @@
 
 Each parser takes one object as ``json.loads`` of a GET, LIST item or watch event gives it (field names
 of the Kubernetes API reference, ``core/v1`` Pod and Node) and returns a frozen dataclass holding only
-the fields the backend reads, absent fields filled with their API default (empty map or list, None for
-an absent time or string, False, 0). The rest of the package reads attributes of these, never the JSON.
-Times stay RFC 3339 strings as served (``metav1.Time``). The parsers never raise for a missing field;
-an object without ``metadata.name`` has the name "".
+the fields the backend reads. A field the apiserver always serves (``Required`` in :mod:`.manifests`: a
+Pod's ``metadata.name``, ``spec`` and ``status``, a listed Node's ``metadata``, ``spec`` and ``status``, a
+condition's ``type`` and ``status``…) is read as it is; an optional one, when absent, is filled with its API
+default (empty map or list, None for an absent time or string, False, 0). The rest of the package reads
+attributes of these, never the JSON. Times stay RFC 3339 strings as served (``metav1.Time``).
 """
 
 from __future__ import annotations
@@ -17,14 +18,10 @@ from pytest_hetero.backends.kubernetes.manifests import (
     ContainerState,
     ContainerStatusJSON,
     EventJSON,
-    NodeSpec,
-    NodeStatus,
+    ListedNode,
     ObjectMeta,
-    PodSpec,
-    PodStatus,
     PortJSON,
     ServedEndpointSlice,
-    ServedNode,
     ServedPod,
     TerminatedState,
 )
@@ -52,7 +49,7 @@ class Condition:
 
 def parse_conditions(raw: list[ConditionJSON] | None) -> tuple[Condition, ...]:
     """``status.conditions`` (a JSON list, or None) as :class:`Condition`s, in order."""
-    return tuple(Condition(type=c.get("type"), status=c.get("status"), reason=c.get("reason"),
+    return tuple(Condition(type=c["type"], status=c["status"], reason=c.get("reason"),
                            message=c.get("message"), last_transition=c.get("lastTransitionTime"))
                  for c in raw or [])
 
@@ -84,13 +81,10 @@ class Node:
         return self.annotations.get("kwok.x-k8s.io/node") == "fake"
 
 
-def parse_node(raw: ServedNode) -> Node:
-    """A Node from its JSON (see :class:`Node`)."""
-    meta: ObjectMeta
-    spec: NodeSpec
-    status: NodeStatus
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
-    return Node(name=str(meta.get("name") or ""), resource_version=meta.get("resourceVersion"),
+def parse_node(raw: ListedNode) -> Node:
+    """A Node from its JSON as a LIST or GET answers it (see :class:`Node`)."""
+    meta, spec, status = raw["metadata"], raw["spec"], raw["status"]
+    return Node(name=meta["name"], resource_version=meta.get("resourceVersion"),
                 labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
                 taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
                 conditions=parse_conditions(status.get("conditions")),
@@ -117,10 +111,10 @@ NO_CONTAINER = Container(name=None, image=None, requests={}, limits={}, env={}, 
 
 
 def _container(raw: ContainerJSON) -> Container:
-    resources = raw.get("resources") or {}
-    return Container(name=raw.get("name"), image=raw.get("image"), requests=dict(resources.get("requests") or {}),
+    resources = raw["resources"]
+    return Container(name=raw["name"], image=raw["image"], requests=dict(resources.get("requests") or {}),
                      limits=dict(resources.get("limits") or {}),
-                     env={e.get("name"): e.get("value") for e in raw.get("env") or []},
+                     env={e["name"]: e.get("value") for e in raw.get("env") or []},
                      restart_policy=raw.get("restartPolicy"))
 
 
@@ -139,7 +133,7 @@ class Ended:
 def _ended(raw: TerminatedState | None) -> Ended | None:
     if not raw:
         return None
-    return Ended(reason=raw.get("reason"), exit_code=raw.get("exitCode"), message=raw.get("message"),
+    return Ended(reason=raw.get("reason"), exit_code=raw["exitCode"], message=raw.get("message"),
                  started_at=raw.get("startedAt"), finished_at=raw.get("finishedAt"))
 
 
@@ -177,15 +171,15 @@ NO_STATUS = ContainerStatus(name=None, image=None, image_id=None, restart_count=
 
 
 def _container_status(raw: ContainerStatusJSON) -> ContainerStatus:
-    state: ContainerState = raw.get("state") or {}
+    state: ContainerState = raw["state"]
     waiting = state.get("waiting")
-    return ContainerStatus(name=raw.get("name"), image=raw.get("image"), image_id=raw.get("imageID"),
-                           restart_count=int(raw.get("restartCount") or 0), running="running" in state,
+    return ContainerStatus(name=raw["name"], image=raw["image"], image_id=raw["imageID"],
+                           restart_count=int(raw["restartCount"]), running="running" in state,
                            running_since=(state.get("running") or {}).get("startedAt"),
                            terminated="terminated" in state, ended=_ended(state.get("terminated")),
                            waiting=Waiting(reason=waiting.get("reason"), message=waiting.get("message"))
                            if waiting else None,
-                           last_ended=_ended((raw.get("lastState") or {}).get("terminated")))
+                           last_ended=_ended(raw["lastState"].get("terminated")))
 
 
 @dataclass(frozen=True)
@@ -220,19 +214,21 @@ class Pod:
     deleted: bool
 
 
+def unseen_pod(name: str) -> ServedPod:
+    """A pod known by ``name`` only (the run saw none of its workload's): empty ``spec`` and ``status``."""
+    return {"metadata": {"name": name}, "spec": {"containers": []}, "status": {}}
+
+
 def parse_pod(raw: ServedPod) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
-    meta = raw["metadata"]
-    spec: PodSpec
-    status: PodStatus
-    spec, status = raw.get("spec") or {"containers": []}, raw.get("status") or {}
-    return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
+    meta, spec, status = raw["metadata"], raw["spec"], raw["status"]
+    return Pod(name=meta["name"], namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
                annotations=dict(meta.get("annotations") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
-               owners=tuple((o.get("kind"), o.get("name")) for o in meta.get("ownerReferences") or []),
+               owners=tuple((o["kind"], o["name"]) for o in meta.get("ownerReferences") or []),
                node_name=str(spec.get("nodeName") or ""), hostname=spec.get("hostname"),
                subdomain=spec.get("subdomain"), restart_policy=spec.get("restartPolicy", "Always"),
-               containers=tuple(_container(c) for c in spec.get("containers") or []),
+               containers=tuple(_container(c) for c in spec["containers"]),
                init_containers=tuple(_container(c) for c in spec.get("initContainers") or []),
                overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"), ip=status.get("podIP"),
                reason=status.get("reason"),
@@ -276,10 +272,10 @@ class EndpointSlice:
 
 def parse_slice(raw: ServedEndpointSlice) -> EndpointSlice:
     """An EndpointSlice from its JSON."""
-    return EndpointSlice(ports=parse_ports(raw.get("ports")), endpoints=[
-        Endpoint(ready=(e.get("conditions") or {}).get("ready"), hostname=e.get("hostname"),
-                 pod=(e.get("targetRef") or {}).get("name"), addresses=list(e.get("addresses") or []))
-        for e in raw.get("endpoints") or []])
+    return EndpointSlice(ports=parse_ports(raw["ports"]), endpoints=[
+        Endpoint(ready=e["conditions"].get("ready"), hostname=e.get("hostname"),
+                 pod=(e.get("targetRef") or {}).get("name"), addresses=list(e["addresses"]))
+        for e in raw["endpoints"] or []])
 
 
 @dataclass(frozen=True)
@@ -322,4 +318,4 @@ class Event:
 def parse_event(raw: EventJSON) -> Event:
     """An Event from its JSON."""
     return Event(type=raw.get("type"), reason=raw.get("reason"), message=raw.get("message"), count=raw.get("count"),
-                 source_host=(raw.get("source") or {}).get("host"))
+                 source_host=raw["source"].get("host"))

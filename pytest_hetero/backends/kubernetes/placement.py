@@ -60,7 +60,7 @@ def record_placed(
         requested=ks.resources(ctx.resource),
         allocated={
             "node": node,
-            "resources": pod["spec"]["containers"][0].get("resources"),
+            "resources": pod["spec"]["containers"][0]["resources"],
             "node_allocatable": facts["allocatable"] if facts else None,
             "node_simulated": facts["simulated"] if facts else None,
         },
@@ -72,7 +72,7 @@ def refresh_nodes(session: KubeSession, names: list[str], wanted: str) -> None:
     try:
         resp: Any = session.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
         body: NodeList = json.loads(resp.data)
-        for node in (parse_node(item) for item in body.get("items") or []):
+        for node in (parse_node(item) for item in body["items"]):
             listed = session.nodes.get(node.name)
             known = (listed["capacity"] if listed else None) or {}
             session.listed(inventory.node_facts(node, sorted({*known, *names})))
@@ -222,7 +222,7 @@ def unscheduled(
             }
             for q in queue
         ],
-        conditions=[(p.get("status") or {}).get("conditions") for p in pods],
+        conditions=[p["status"].get("conditions") for p in pods],
         **({"queue": note} if note is not None else {}),
     )
     pinned = workload["node"]

@@ -21,8 +21,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import (
-    Admission,
-    ObjectMeta,
+    ObjectList,
     PriorityClassRef,
     QueueStatus,
     ServedClusterQueue,
@@ -111,12 +110,13 @@ def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[
             which[0], version, namespace, plural, label_selector=label_selector, _request_timeout=kc.API_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - returned: the caller records it
         return [], kc.api_outcome(exc, f"list {plural}.{which[0]}/{version} in {namespace}").message
-    return list(found.get("items") or []), None
+    listed: ObjectList[Any] = found
+    return list(listed["items"]), None
 
 
 def owned_by(objects: list[ServedPodGroup], uid: str) -> list[ServedPodGroup]:
     """The objects with an ownerReference to ``uid``."""
-    return [o for o in objects if any(r.get("uid") == uid for r in o.get("metadata", {}).get("ownerReferences") or [])]
+    return [o for o in objects if any(r["uid"] == uid for r in o["metadata"].get("ownerReferences") or [])]
 
 
 @dataclass(frozen=True)
@@ -159,21 +159,21 @@ class Workload:
 
 def parse_workload(raw: ServedWorkload) -> Workload:
     """A Workload from its JSON (see :class:`Workload`)."""
-    meta: ObjectMeta
     spec: WorkloadSpec
     status: WorkloadStatus
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    meta, spec, status = raw.get("metadata"), raw.get("spec") or {}, raw.get("status") or {}
     ref: PriorityClassRef = spec.get("priorityClassRef") or {}
-    admission: Admission = status.get("admission") or {}
-    return Workload(name=meta.get("name"), created=meta.get("creationTimestamp"), queue_name=spec.get("queueName"),
+    admission = status.get("admission")
+    return Workload(name=meta["name"] if meta else None, created=meta.get("creationTimestamp") if meta else None,
+                    queue_name=spec.get("queueName"),
                     priority=spec.get("priority"), priority_ref=(ref.get("name"), ref.get("kind")) if ref else None,
                     priority_class_name=spec.get("priorityClassName"),
                     priority_class_source=spec.get("priorityClassSource"),
                     conditions=parse_conditions(status.get("conditions")),
-                    cluster_queue=admission.get("clusterQueue"),
-                    pod_sets=tuple(PodSetAssignment(name=s.get("name"), count=s.get("count"), flavors=s.get("flavors"),
+                    cluster_queue=admission["clusterQueue"] if admission else None,
+                    pod_sets=tuple(PodSetAssignment(name=s["name"], count=s.get("count"), flavors=s.get("flavors"),
                                                     resource_usage=s.get("resourceUsage"))
-                                   for s in admission.get("podSetAssignments") or []))
+                                   for s in (admission["podSetAssignments"] or [] if admission else [])))
 
 
 def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkload,

@@ -433,25 +433,40 @@ def probe(session: KubeSession, step: Step, probe: GovernanceProbe, request: Ser
     return report
 
 
+@dataclasses.dataclass
+class FirstSeen:
+    """When the watcher first noted a pod (epoch s, None: never): ``created`` (its creationTimestamp, else the
+    note's time), ``scheduled`` and ``gone``."""
+
+    created: float | None = None
+    scheduled: float | None = None
+    gone: float | None = None
+
+
 def held(watcher: Watcher, report: ReserveReport, namespace: str, requests: dict[str, str], gone_at: float
          ) -> list[UsageFacts]:
     """Usage facts of every pod the watcher saw (:data:`~pytest_hetero.backends.protocol.USAGE_FACTS` and
     ``role``): submitted at its creationTimestamp, placed when seen scheduled, released when seen gone, else at
     ``gone_at`` (its deletion confirmed by the cleanup; None when it is a leftover); outcome ``refused`` (never
     placed), ``failed`` (a serving victim of the burst) or ``completed`` (held until the probe removed it)."""
-    first: dict[str, dict[str, float | None]] = {}
-    for note in watcher.notes:
-        at = first.setdefault(note["pod"], {})
-        at.setdefault(note["what"], note.get("created_at") or note["t"] if note["what"] == "created" else note["t"])
+    first: dict[str, FirstSeen] = {}
+    for note in watcher.notes:  # the watcher's own notes: each has a time
+        at = first.setdefault(note["pod"], FirstSeen())
+        if note["what"] == "created" and at.created is None:
+            at.created = note.get("created_at") or note["t"]
+        elif note["what"] == "scheduled" and at.scheduled is None:
+            at.scheduled = note["t"]
+        elif note["what"] == "gone" and at.gone is None:
+            at.gone = note["t"]
     victims = {v["pod"] for v in report.victims}
     left = bool(report.leftovers)
     out: list[UsageFacts] = []
     for pod, role in sorted(watcher.roles.items()):
-        at = first.get(pod, {})
-        placed = at.get("scheduled")
+        at = first.get(pod) or FirstSeen()
+        placed = at.scheduled
         out.append({"workload": f"pod/{namespace}/{pod}", "object": "pod", "name": pod, "namespace": namespace,
-                    "requests": {k: str(v) for k, v in requests.items()}, "submitted": at.get("created"),
-                    "placed": placed, "released": at.get("gone") or (None if left else round(gone_at, 3)),
+                    "requests": {k: str(v) for k, v in requests.items()}, "submitted": at.created,
+                    "placed": placed, "released": at.gone or (None if left else round(gone_at, 3)),
                     "outcome": "refused" if placed is None else "failed" if pod in victims else "completed",
                     "simulated": False, "role": role})
     return out

@@ -251,8 +251,7 @@ def events_for(api: client.ApiClient, namespace: str, name: str) -> list[EventJS
     except Exception:  # noqa: BLE001 - events are best effort (RBAC may lack them; the pod status holds the verdict)
         return []
     listed: EventList = json.loads(resp.data)
-    items = listed.get("items") or []
-    return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    return sorted(listed["items"], key=lambda e: str(e["lastTimestamp"] or e["eventTime"] or ""))
 
 
 def explain_pending(

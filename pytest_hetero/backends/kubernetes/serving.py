@@ -119,9 +119,12 @@ def _selector(session: KubeSession, name: str) -> dict[str, str]:
 def manifests(session: KubeSession, step: Step, request: ServingRequest, namespace: str, name: str
               ) -> list[Serving]:
     """Secret (when a token is given), Deployment and Service bodies for ``request``."""
-    meta: ObjectMeta = {"namespace": namespace, "labels": kc.labels(session.settings.run_id, session.owner, "serving",
-                                                        model=request.model_name),
-            "annotations": kc.created_annotations()}
+    labels = kc.labels(session.settings.run_id, session.owner, "serving", model=request.model_name)
+    notes = kc.created_annotations()
+
+    def meta(named: str) -> ObjectMeta:
+        return {"namespace": namespace, "labels": labels, "annotations": notes, "name": named}
+
     spec = ks.pod_spec(step.resource, step.image.reference,
                        pull_policy=PULL.get(session.conf.pull_policy))
     container = spec["containers"][0]
@@ -131,7 +134,7 @@ def manifests(session: KubeSession, step: Step, request: ServingRequest, namespa
     bodies: list[Serving] = []
     if request.token:
         secret = f"{name}-token"
-        bodies.append({"apiVersion": "v1", "kind": "Secret", "metadata": {**meta, "name": secret},
+        bodies.append({"apiVersion": "v1", "kind": "Secret", "metadata": meta(secret),
                        "type": "Opaque", "stringData": {"token": request.token}})
         env.append({"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}}})
     container["name"] = "server"
@@ -140,10 +143,10 @@ def manifests(session: KubeSession, step: Step, request: ServingRequest, namespa
     container["readinessProbe"] = {"httpGet": {"path": request.ready_path, "port": "http"},
                                    "periodSeconds": 1, "failureThreshold": 2, "timeoutSeconds": 2}
     pods = _selector(session, name)
-    bodies.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**meta, "name": name},
+    bodies.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(name),
                    "spec": {"replicas": 1, "revisionHistoryLimit": 5, "selector": {"matchLabels": pods},
                             "template": {"metadata": {"labels": pods}, "spec": spec}}})
-    bodies.append({"apiVersion": "v1", "kind": "Service", "metadata": {**meta, "name": name},
+    bodies.append({"apiVersion": "v1", "kind": "Service", "metadata": meta(name),
                    "spec": {"selector": pods, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}})
     return bodies
 

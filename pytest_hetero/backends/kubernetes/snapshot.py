@@ -24,17 +24,16 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict, TypeVar
+from typing import Any, Required, TypedDict, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import connect
 from pytest_hetero.backends.kubernetes.manifests import (
-    DaemonSetSpec,
+    ObjectList,
     ObjectMeta,
     ServedDaemonSet,
-    ServedTemplate,
 )
 from pytest_hetero.backends.kubernetes.objects import Node, parse_node, parse_pod
 
@@ -67,7 +66,8 @@ class Lister:
         data: bytes = response.read()
         if response.status >= 400:
             raise ApiException(status=response.status, reason=data.decode("utf-8", "replace")[:500])
-        return list(json.loads(data).get("items") or [])
+        listed: ObjectList[Any] = json.loads(data)
+        return list(listed["items"])
 
     def section(self, paths: list[str], parse: Callable[[Any], T]) -> tuple[list[T], Problem | None]:
         """Items of the first served path of ``paths``, each as ``parse`` (the parser of the kind the paths
@@ -115,10 +115,10 @@ class Object:
 
 
 class ListedObject(TypedDict, total=False):
-    """Any listed object as served: its ``metadata``, its ``spec`` (kept as served, never read field by
-    field) and the top-level fields of :data:`TOP_FIELDS` (kept likewise)."""
+    """Any listed object as served: its ``metadata`` (always served), its ``spec`` (kept as served, never read
+    field by field) and the top-level fields of :data:`TOP_FIELDS` (kept likewise)."""
 
-    metadata: ObjectMeta
+    metadata: Required[ObjectMeta]
     spec: dict[str, object]
     handler: object
     scheduling: object
@@ -133,8 +133,8 @@ TOP_FIELDS = ("handler", "scheduling", "value", "preemptionPolicy", "globalDefau
 
 def parse_object(raw: ListedObject) -> Object:
     """An :class:`Object` from a listed item's JSON."""
-    meta: ObjectMeta = raw.get("metadata") or {}
-    return Object(namespace=meta.get("namespace"), name=meta.get("name"), spec=dict(raw.get("spec") or {}),
+    meta: ObjectMeta = raw["metadata"]
+    return Object(namespace=meta.get("namespace"), name=meta["name"], spec=dict(raw.get("spec") or {}),
                   top={k: raw.get(k) for k in TOP_FIELDS})
 
 
@@ -150,7 +150,8 @@ def _named(items: list[Object], keep: Callable[[Object], object], namespaced: bo
 @dataclass(frozen=True)
 class DaemonSet:
     """A ``apps/v1`` DaemonSet: ``ref`` (``namespace/name``), ``name`` and the ``images`` of its pod
-    template's containers (sorted; ``None`` text for a container without one)."""
+    template's containers (sorted; ``None`` text for a container without one: a template may leave the image
+    to be set later)."""
 
     ref: str
     name: str
@@ -159,12 +160,9 @@ class DaemonSet:
 
 def parse_daemonset(raw: ServedDaemonSet) -> DaemonSet:
     """A DaemonSet from its JSON."""
-    meta: ObjectMeta
-    spec: DaemonSetSpec
-    meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
-    template: ServedTemplate = spec.get("template") or {}
-    containers = (template.get("spec") or {"containers": []}).get("containers") or []
-    return DaemonSet(ref=f"{meta.get('namespace')}/{meta.get('name')}", name=str(meta.get("name")),
+    meta: ObjectMeta = raw["metadata"]
+    containers = raw["spec"]["template"]["spec"]["containers"]
+    return DaemonSet(ref=f"{meta.get('namespace')}/{meta['name']}", name=meta["name"],
                      images=sorted(str(c.get("image")) for c in containers))
 
 

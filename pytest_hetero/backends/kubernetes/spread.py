@@ -50,7 +50,7 @@ from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.capacity import FreeCapacity, free_runs
 from pytest_hetero.backends.kubernetes.governance import in_maintenance
 from pytest_hetero.backends.kubernetes.manifests import ServedPod, Workload
-from pytest_hetero.backends.kubernetes.objects import parse_pod
+from pytest_hetero.backends.kubernetes.objects import parse_pod, unseen_pod
 from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread
@@ -138,7 +138,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
     try:
         found = session.pods().wait(workload["probe"], startup.waiter(), step.timeout_s)
         pods = session.pods().by_key(workload["probe"])
-        pod: ServedPod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload["name"]}})
+        pod: ServedPod = found[1] if found else (pods[-1] if pods else unseen_pod(workload["name"]))
         name = str(pod["metadata"]["name"])
         seen = parse_pod(pod)
         if found is None or found[0] == "failed":

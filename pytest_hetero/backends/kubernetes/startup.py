@@ -27,7 +27,7 @@ from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import submit
 from pytest_hetero.backends.kubernetes.manifests import ServedPod
-from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Pod, parse_event, parse_pod
+from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Pod, parse_event, parse_pod, unseen_pod
 from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, StartedOn, Step
 from pytest_hetero.pending import summarise
 from pytest_hetero.pending.model import Reason
@@ -209,7 +209,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
         workload = session.workloads[key]
     found = session.pods().wait(workload["probe"], waiter(), ctx.timeout_s)
     pods = session.pods().by_key(workload["probe"])
-    pod: ServedPod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
+    pod: ServedPod = found[1] if found else (pods[-1] if pods else unseen_pod(workload.get("pod", "")))
     seen = parse_pod(pod)
     name = seen.name
     facts, why = session.nodes.get(seen.node_name), session.unread_nodes.get(seen.node_name)
@@ -225,7 +225,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
         node=node,
         phase=seen.phase,
         pinned_to=pinned,
-        container_statuses=(pod.get("status") or {}).get("containerStatuses"),
+        container_statuses=pod["status"].get("containerStatuses"),
         **ident,
         declared_digest=ctx.image.digest,
     )

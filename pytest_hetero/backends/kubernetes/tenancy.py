@@ -31,7 +31,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes.manifests import PodList, ServedPod, ServedWorkload, Workload
-from pytest_hetero.backends.kubernetes.objects import find
+from pytest_hetero.backends.kubernetes.objects import find, parse_pod
 from pytest_hetero.backends.protocol import ActionFailed, Attempt, CleanupRecord, IdentityFacts, Leftover
 from pytest_hetero.matrix.model import Tenant
 from pytest_hetero.pending.model import ReasonRef
@@ -142,7 +142,7 @@ def pods_of(api: client.ApiClient, namespace: str, selector: str) -> list[Served
     resp: Any = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector, _preload_content=False,
                                                          _request_timeout=kc.API_TIMEOUT_S)
     listed: PodList = json.loads(resp.data)
-    return list(listed.get("items") or [])
+    return list(listed["items"])
 
 
 def job_uid(api: client.ApiClient, namespace: str, name: str) -> str:
@@ -195,7 +195,7 @@ def observe(observer: client.ApiClient, served: queues.Served, body: Workload, t
     while True:
         pods = pods_of(observer, ns, selector)
         loads = workloads_of(observer, served, ns, uid) if uid else []
-        phases = {(p.get("status") or {}).get("phase") for p in pods}
+        phases = {parse_pod(p).phase for p in pods}
         waited = time.monotonic() - start
         if want == "completed" and phases & {"Succeeded", "Failed"}:
             return "completed", pods, loads, waited

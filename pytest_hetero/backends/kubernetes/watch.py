@@ -26,7 +26,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.client import PROBE
-from pytest_hetero.backends.kubernetes.manifests import ServedPod
+from pytest_hetero.backends.kubernetes.manifests import ObjectList, ServedPod, WatchEvent
 from pytest_hetero.signals import quiet_thread
 
 WATCH_TIMEOUT_S = 240
@@ -71,9 +71,10 @@ class ListWatch:
         ApiException (e.g. 403 without ``list``) and urllib3 errors."""
         query = [("labelSelector", self.selector)] if self.selector else []
         try:
-            body = kc.raw_request(self.api, "GET", self.path, query=query, timeout_s=kc.API_TIMEOUT_S)
-            self.listed(body.get("items") or [], time.perf_counter())
-            self.rv = body["metadata"].get("resourceVersion")
+            body: ObjectList[Any] = kc.raw_request(self.api, "GET", self.path, query=query,
+                                                   timeout_s=kc.API_TIMEOUT_S)
+            self.listed(body["items"], time.perf_counter())
+            self.rv = body["metadata"]["resourceVersion"]
         finally:
             self.tried.set()
 
@@ -125,7 +126,7 @@ class ListWatch:
             for kind, obj in events:
                 if kind == "ERROR":  # 410 Gone (resourceVersion too old), or the apiserver's watch failed: re-list
                     raise _Relist(obj.get("code"))
-                self.rv = (obj.get("metadata") or {}).get("resourceVersion") or self.rv
+                self.rv = obj["metadata"].get("resourceVersion") or self.rv
                 if kind != "BOOKMARK":
                     self.changed(kind, obj, time.perf_counter())
                 if self._stop.is_set():
@@ -194,7 +195,7 @@ class PodWatch(ListWatch):
             pod = {**pod, "deleted": True}
         self.pods[name] = pod
         self.seen_at[name] = now
-        if name not in self.bound_at and (pod.get("spec") or {"containers": []}).get("nodeName"):
+        if name not in self.bound_at and pod["spec"].get("nodeName"):
             self.bound_at[name] = time.time()
         if key is not None:
             self.keyed.setdefault(key, {})[name] = pod
@@ -271,7 +272,7 @@ def watch_events(api: client.ApiClient, path: str, query: list[tuple[str, str]],
     on_response(resp)
     try:
         for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
-            event = json.loads(line)
-            yield event.get("type"), event.get("object") or {}
+            event: WatchEvent = json.loads(line)
+            yield event["type"], event["object"]
     finally:
         resp.release_conn()
