@@ -2,7 +2,8 @@
 real websocket (a ``v5.channel.k8s.io`` server on a local socket: RFC 6455 handshake and frames, each message's first
 byte its channel): a UTF-8 character the server split across messages reads as itself, stdout comes back as the
 bytes sent (``raw_stdout``: an outputs file that is no UTF-8 at all, as a UTF-16 JSON file, stays exact), and more
-than the cap is refused as bytes and kept as head and tail."""
+than the cap is refused as bytes and kept as head and tail; an outputs file read back is as many bytes as ``wc -c``
+counted, or not judged."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from kubernetes import client
 from websocket import ABNF
 
 from pytest_hetero.backends.kubernetes import podexec
+from pytest_hetero.backends.kubernetes import run as kube_run
+from pytest_hetero.backends.protocol import EngineUnavailable
 
 STDOUT, STDERR, ERROR = 1, 2, 3
 SUCCESS = json.dumps({"metadata": {}, "status": "Success"}).encode()
@@ -130,3 +133,28 @@ def test_raw_stdout_over_its_cap_is_not_handed_back_as_bytes() -> None:
     exact = exec_over([(STDOUT, out[:500]), (STDOUT, out[500:1000]), (ERROR, SUCCESS)], raw_stdout=True,
                       stdout_cap=1000)
     assert exact.stdout_bytes == out[:1000]  # exactly the cap: whole
+
+
+def read_outputs_over(messages: list[tuple[int, bytes]]) -> bytes | None:
+    """:func:`kube_run.read_outputs` of ``/r/outputs.json`` against an :class:`ExecServer` sending ``messages``."""
+    server = ExecServer(messages)
+    core = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{server.port}")))
+    try:
+        return kube_run.read_outputs(core, "ns", "pod", "/r/outputs.json")
+    finally:
+        server.thread.join(10)
+
+
+def test_an_outputs_file_is_the_bytes_wc_counted_or_not_judged() -> None:
+    """The outputs read hands back stdout's bytes when as many arrived as ``wc -c`` counted (its first stderr line);
+    fewer (the exec stream closed before the end of stdout) is ``exec_stream_lost``, never outputs to judge."""
+    outputs = '{"ids": [1], "label": "Größe"}'.encode()
+    whole = [(STDERR, b"%d\n" % len(outputs)), (STDOUT, outputs[:20]), (STDOUT, outputs[20:]), (ERROR, SUCCESS)]
+    assert read_outputs_over(whole) == outputs
+    with pytest.raises(EngineUnavailable) as cut:
+        read_outputs_over([(STDERR, b"%d\n" % len(outputs)), (STDOUT, outputs[:20]), (ERROR, SUCCESS)])
+    assert cut.value.category == "exec_stream_lost"
+    assert f"20 bytes arrived of the {len(outputs)} bytes wc -c counted" in cut.value.message
+    failed = json.dumps({"status": "Failure", "message": "command terminated with non-zero exit code: exit status 1",
+                         "details": {"causes": [{"reason": "ExitCode", "message": "1"}]}}).encode()
+    assert read_outputs_over([(ERROR, failed)]) is None  # no outputs file
