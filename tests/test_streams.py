@@ -25,6 +25,7 @@ def test_head_and_tail_whatever_the_chunking(chunk: int, data: bytes, kept: str,
     assert (stream.text(), stream.capped) == (kept, capped)
     assert stream.facts("stdout") == {"stdout_bytes": len(data), "stdout_sha256": hashlib.sha256(data).hexdigest(),
                                       "stdout_capped": capped}
+    assert stream.data() == (None if capped else data)  # the bytes whole, or none when some were dropped
 
 
 def test_memory_stays_near_the_cap_on_a_long_stream() -> None:

@@ -89,6 +89,13 @@ class CappedStream:
         return (head.decode("utf-8", "replace") + f"\n… [{cut} bytes not kept] …\n"
                 + tail.decode("utf-8", "replace"))
 
+    def data(self) -> bytes | None:
+        """Every byte that came through, in order, when none was dropped (``total`` at most the cap); else None.
+        One copy of the kept bytes is built (both are held until the stream is dropped: twice their size)."""
+        if self.capped:
+            return None
+        return b"".join((self.head, *self.tail))
+
     def facts(self, name: str) -> dict[str, object]:
         """``{"<name>_bytes": total, "<name>_sha256": hex, "<name>_capped": bool}`` for ExecResult details."""
         return {f"{name}_bytes": self.total, f"{name}_sha256": self.sha256.hexdigest(), f"{name}_capped": self.capped}

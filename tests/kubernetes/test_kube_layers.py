@@ -215,6 +215,68 @@ def test_pod_deleted_during_the_model_run(pytester: pytest.Pytester, cluster: Cl
     assert pod.group(1) == pod.group(2)
 
 
+OUTPUTS_CODE = (
+    "import sys\n"
+    "n = int(sys.argv[2])\n"
+    "head, tail = bytes([123]) + b'\"pad\": \"', b'\"' + bytes([125])\n"  # no brace: the gate expands them
+    "unit = '\\u00e9\\u20ac\\U0001f600 abc '.encode()\n"
+    "room = n - len(head) - len(tail)\n"
+    "body = unit * (room // len(unit))\n"
+    "open(sys.argv[1], 'wb').write(head + body + b'x' * (room - len(body)) + tail)\n"
+)
+"""A model writing an outputs file of exactly ``argv[2]`` bytes (``argv[1]``): a JSON object whose one string is
+'é€😀 abc ' over and over (2-, 3- and 4-byte UTF-8 characters, which the exec stream's messages split)."""
+
+
+def test_outputs_files_up_to_64_mib_are_read_back_exact_and_a_larger_one_refused(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    """Outputs files of 20 MiB and of exactly 64 MiB (``MAX_OUTPUTS_BYTES``), read back through the exec's stdout,
+    are the file's bytes: the gate records their size and sha256 (the exec kept 16 MiB of a stream, head and tail,
+    and a "not kept" marker between, which the gate then judged); one of 64 MiB + 1 byte is refused by its size
+    (``outputs_too_large``) before a byte is copied."""
+    import hashlib
+    import json
+    import subprocess
+    import sys
+
+    from pytest_hetero.backends.kubernetes.run import MAX_OUTPUTS_BYTES
+
+    sizes = {"o20": 20 * 1024 * 1024 + 5, "o64": MAX_OUTPUTS_BYTES, "over": MAX_OUTPUTS_BYTES + 1}
+    doc = json.loads(
+        kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}],
+        )
+    )
+    model = doc["spec"]["models"][0]
+    doc["spec"]["models"] = [{**model, "name": name, "entrypoint": ["{python}", "-c", OUTPUTS_CODE, "{outputs}",
+                                                                    str(size)]}
+                             for name, size in sizes.items()]
+    pytester.makefile(".matrix.yaml", k=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling or startup or model")
+    got = items(evidence_of(pytester))
+    for name in ("o20", "o64"):
+        sample = pytester.path / f"{name}.json"
+        subprocess.run([sys.executable, "-c", OUTPUTS_CODE, str(sample), str(sizes[name])], check=True)
+        expected = sample.read_bytes()
+        sample.unlink()
+        item = got[f"cpu::py::{name}@digits-test::model"]
+        assert (item["status"], item["failure"]) == ("passed", None), name
+        outputs = data(item, "model.outputs")
+        assert (outputs["bytes"], outputs["sha256"]) == (sizes[name], hashlib.sha256(expected).hexdigest()), name
+        del expected
+    over = got["cpu::py::over@digits-test::model"]
+    failure = over["failure"]
+    assert (over["status"], failure["category"], failure["owner"]) == ("failed", "outputs_too_large", "algorithm")
+    assert re.fullmatch(
+        r"entrypoint wrote a 67108865-byte outputs file \(/tmp/hetero-\S+/outputs.json\), more than the "
+        r"67108864 bytes read back",
+        failure["message"],
+    ), failure["message"]
+
+
 def test_huge_stdout_is_capped_and_a_huge_outputs_file_refused(
     pytester: pytest.Pytester, cluster: Cluster, run_id: str
 ) -> None:

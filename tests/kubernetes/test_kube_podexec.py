@@ -134,14 +134,14 @@ def test_the_exit_status_check_reads_the_outputs_and_removes_the_inputs_in_its_e
         assert kube_run.exit_confirmed(core, namespace, pod, run_dir, done, plain)
         dumped: dict[str, str] = {}
         assert kube_run.exit_confirmed(core, namespace, pod, run_dir, done, dumped, back)
-        assert (back.read, back.removed, os.path.exists(root)) == ((0, '{"ids": [1]}\n'), True, False)
+        assert (back.read, back.removed, os.path.exists(root)) == ((0, b'{"ids": [1]}\n'), True, False)
         assert dumped == plain and ".samples" in dumped
         assert back.read is not None and kube_run.outputs_of(*back.read, back.path) == b'{"ids": [1]}\n'
 
         root, run_dir, done, back = one("true")
         assert kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {}, back)
-        assert (back.read, back.removed, os.path.exists(root)) == ((1, ""), True, False)
-        assert kube_run.outputs_of(1, "", back.path) is None
+        assert (back.read, back.removed, os.path.exists(root)) == ((1, b""), True, False)
+        assert kube_run.outputs_of(1, b"", back.path) is None
 
         big = kube_run.INLINE_OUTPUTS_BYTES + 1
         root, run_dir, done, back = one(f"head -c {big} /dev/zero | tr '\\0' x > OUT")
@@ -153,7 +153,7 @@ def test_the_exit_status_check_reads_the_outputs_and_removes_the_inputs_in_its_e
         root, run_dir, done, back = one("true", 3)
         done.exit_code = 4  # the exec said 4, the run's .rc file says 3
         assert not kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {}, back)
-        assert (back.read, back.removed, os.path.isdir(root)) == ((1, ""), False, True)
+        assert (back.read, back.removed, os.path.isdir(root)) == ((1, b""), False, True)
         shutil.rmtree(root)
     finally:
         cluster.core.delete_namespace(namespace)

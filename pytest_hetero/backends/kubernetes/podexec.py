@@ -12,6 +12,10 @@ the generated method's argument validation on every exec. Execs and REST calls m
 Every exec of one client configuration shares one TLS context (:func:`tls_context`; ``kubernetes.stream`` loaded
 the CA and the client certificate again for each) and resumes the TLS session the apiserver last gave
 (:func:`connect_websocket`), and its messages are read by channel as they arrive (:class:`ExecStream`).
+
+stdout and stderr are kept as the bytes the process wrote (as the Docker and local engines keep them): their sizes
+and sha256 are of those bytes, and their text is decoded once from the kept bytes, so a UTF-8 character the server
+split across two messages reads as itself. An outputs file is read back as stdout's bytes (``raw_stdout``).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from kubernetes.stream.ws_client import (
 )
 from websocket import ABNF, DEFAULT_SOCKET_OPTION, WebSocket, WebSocketConnectionClosedException, WebSocketException
 
-from pytest_hetero.backends.streams import CappedStream
+from pytest_hetero.backends.streams import STREAM_CAP_BYTES, CappedStream
 from pytest_hetero.signals import quiet_thread
 
 
@@ -54,7 +58,8 @@ class ExecOutcome:
     text, wall ``duration_s`` (seconds), ``timed_out``, ``status`` (the error channel's Status text),
     ``abandoned`` (the caller's stop event ended the wait), ``streams`` (each stream's full size,
     sha256 and whether it was capped: at most :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES`
-    of each is kept)."""
+    of each is kept, unless the caller gave stdout another cap), ``stdout_bytes`` (stdout's bytes, whole, when the
+    caller asked for them and none was dropped; ``stdout`` is then empty)."""
 
     exit_code: int | None
     stdout: str
@@ -64,6 +69,7 @@ class ExecOutcome:
     status: str
     abandoned: bool = False
     streams: dict[str, object] = field(default_factory=dict)
+    stdout_bytes: bytes | None = None
 
 
 def exit_code(status_text: str) -> int | None:
@@ -109,10 +115,11 @@ def open_exec(core: client.CoreV1Api, namespace: str, pod: str, container: str, 
 class ExecStream:
     """One exec's websocket, read by channel (the ``channel.k8s.io`` protocols: each message's first byte is its
     channel; ``v5.channel.k8s.io`` adds a message closing a channel), as ``kubernetes.stream.ws_client.WSClient``
-    reads it: each message's data decoded as UTF-8 (invalid bytes replaced, message by message), stdout and stderr
-    handed to :meth:`pump`'s streams as they arrive, the error channel's text (the exit Status) kept in
-    ``status``. ``open`` turns False once the server closed the connection; ``resumed``: its TLS handshake resumed an
-    earlier session."""
+    reads it, except that stdout and stderr are handed to :meth:`pump`'s streams as the bytes that arrive (WSClient
+    decodes each message as UTF-8 on its own: a character split between two messages became two replacement
+    characters, and bytes that are no UTF-8 were replaced), the error channel's bytes (the exit Status) kept and
+    read as text in ``status``. ``open`` turns False once the server closed the connection; ``resumed``: its TLS
+    handshake resumed an earlier session."""
 
     def __init__(self, sock: WebSocket) -> None:
         self.sock = sock
@@ -120,7 +127,12 @@ class ExecStream:
         protocol = getattr(sock, "subprotocol", None) or (sock.getheaders() or {}).get("sec-websocket-protocol")
         self.v5 = protocol == V5_CHANNEL_PROTOCOL
         self.open = True
-        self.status = ""
+        self._status = bytearray()
+
+    @property
+    def status(self) -> str:
+        """The error channel's text so far (UTF-8, invalid bytes replaced; decoded whole, not message by message)."""
+        return self._status.decode("utf-8", "replace")
 
     def write_stdin(self, data: bytes) -> None:
         """Send ``data`` on stdin (one binary message), then close stdin (``v5.channel.k8s.io``; an older server
@@ -154,13 +166,12 @@ class ExecStream:
                 channel = data[0]
                 if channel == CLOSE_CHANNEL and self.v5:
                     return
-                text = data[1:].decode("utf-8", "replace")
-                if text and channel == STDOUT_CHANNEL:
-                    out.add(text.encode("utf-8", "surrogateescape"))
-                elif text and channel == STDERR_CHANNEL:
-                    err.add(text.encode("utf-8", "surrogateescape"))
+                if channel == STDOUT_CHANNEL:
+                    out.add(data[1:])
+                elif channel == STDERR_CHANNEL:
+                    err.add(data[1:])
                 elif channel == ERROR_CHANNEL:
-                    self.status += text
+                    self._status += data[1:]
             ready = _pending(raw) or _readable(raw, 0)
 
     def close(self) -> None:
@@ -278,17 +289,23 @@ def run(
     timeout_s: float,
     stdin: bytes | None = None,
     stop: threading.Event | None = None,
+    stdout_cap: int = STREAM_CAP_BYTES,
+    raw_stdout: bool = False,
 ) -> ExecOutcome:
     """Run ``argv`` in ``pod``/``container`` (an exec websocket of its own: :func:`open_exec`); feed ``stdin``
     (then close it); wait up to ``timeout_s`` seconds, or until ``stop`` is set (then ``abandoned``; the
-    process is left to the caller).
+    process is left to the caller). At most ``stdout_cap`` bytes of stdout are held (head and tail,
+    :class:`~pytest_hetero.backends.streams.CappedStream`). With ``raw_stdout``, stdout comes back as bytes,
+    ``stdout_bytes``, when no more than ``stdout_cap`` came (its text, ``stdout``, is then left empty: a 64 MiB
+    outputs file is not held a second time as text); when more came, ``stdout_bytes`` is None and ``stdout`` the
+    kept head and tail as text, as without it.
 
     Raises ApiException when the apiserver refuses the exec (403 without ``create pods/exec``,
     400 when the container is not running) and websocket errors when the connection fails.
     """
     start = time.perf_counter()
     ws = open_exec(core, namespace, pod, container, argv, stdin is not None)
-    out, err = CappedStream(), CappedStream()
+    out, err = CappedStream(stdout_cap), CappedStream()
     try:
         if stdin is not None:
             ws.write_stdin(stdin)
@@ -312,15 +329,17 @@ def run(
         timed_out = not abandoned and ws.open and not status and time.perf_counter() >= deadline
     finally:
         ws.close()
+    whole = out.data() if raw_stdout else None
     return ExecOutcome(
         exit_code=None if timed_out or abandoned else exit_code(status),
-        stdout=out.text(),
+        stdout="" if whole is not None else out.text(),
         stderr=err.text(),
         duration_s=time.perf_counter() - start,
         timed_out=timed_out,
         status=status,
         abandoned=abandoned,
         streams={**out.facts("stdout"), **err.facts("stderr")},
+        stdout_bytes=whole,
     )
 
 

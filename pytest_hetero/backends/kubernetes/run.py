@@ -3,7 +3,8 @@
 Every model file, model code and dataset file of the matrix is copied into the pod once (a tar
 unpacked by ``tar -x`` from exec stdin, under ``/tmp/hetero-<owner>``); each model × dataset run
 then execs the rendered entrypoint in its own run directory with the layer timeout, and its
-outputs file is read back with ``cat``. On a KWOK-simulated node the exec runs on the KWOK host,
+outputs file is read back with ``cat``, as the bytes of the exec's stdout (up to :data:`MAX_OUTPUTS_BYTES`, checked
+against the file's size). On a KWOK-simulated node the exec runs on the KWOK host,
 not in the image, and the result says so (``simulated: true``).
 """
 
@@ -178,45 +179,66 @@ def kill_run(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, wai
 
 
 MAX_OUTPUTS_BYTES = 64 * 1024 * 1024
-"""Largest outputs file read back from a pod (bytes); a larger one fails ``outputs_too_large``."""
+"""Largest outputs file read back from a pod (bytes; held in memory, twice while it is joined); a larger one fails
+``outputs_too_large``. The exec's stdout cap for this read, not the 16 MiB of a model's log
+(:data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES`), which kept the head and tail of a larger file only."""
 TOO_LARGE_EXIT = 42
 """Exit code of :func:`read_outputs`' script when the file is larger than the limit (its size on stderr)."""
 
 
-def outputs_script(path: str, size_to: str = " >&2") -> str:
+def outputs_script(path: str, size_to: str = " >&2", announce: bool = False) -> str:
     """The shell script reading the outputs file ``path``: exit 1 when it does not exist, exit
     :data:`TOO_LARGE_EXIT` with its size printed (``size_to``: a redirection, stderr by default) when it has more than
-    :data:`MAX_OUTPUTS_BYTES` bytes (measured with ``wc -c`` before anything is copied), else its bytes on stdout."""
+    :data:`MAX_OUTPUTS_BYTES` bytes (measured with ``wc -c`` before anything is copied), else its bytes on stdout
+    (``announce``: after its size on stderr, which the reader checks what arrived against)."""
     quoted = shlex.quote(path)
     return (f"[ -f {quoted} ] || exit 1; n=$(wc -c < {quoted}); if [ \"$n\" -gt {MAX_OUTPUTS_BYTES} ]; "
-            f"then echo \"$n\"{size_to}; exit {TOO_LARGE_EXIT}; fi; cat {quoted}")
+            f"then echo \"$n\"{size_to}; exit {TOO_LARGE_EXIT}; fi; {'echo $n >&2; ' if announce else ''}"
+            f"cat {quoted}")
 
 
-def outputs_of(status: int | None, text: str, path: str) -> bytes | None:
-    """The outputs of :func:`outputs_script`'s run (``status``: its exit status; ``text``: what it printed, the size
-    when too large): the bytes on exit 0, else None. Raises ActionFailed ``outputs_too_large`` (algorithm)."""
+def outputs_of(status: int | None, printed: bytes, path: str) -> bytes | None:
+    """The outputs of :func:`outputs_script`'s run (``status``: its exit status; ``printed``: the bytes it printed,
+    the size when too large): the bytes on exit 0, else None. Raises ActionFailed ``outputs_too_large``
+    (algorithm)."""
     if status == TOO_LARGE_EXIT:
-        raise ActionFailed(f"entrypoint wrote a {text.strip()}-byte outputs file ({path}), more than the "
-                           f"{MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large")
-    return text.encode("utf-8", "surrogateescape") if status == 0 else None
+        raise ActionFailed(f"entrypoint wrote a {printed.decode('utf-8', 'replace').strip()}-byte outputs file "
+                           f"({path}), more than the {MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large")
+    return printed if status == 0 else None
 
 
 def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str, remove: str | None = None
                  ) -> bytes | None:
-    """The outputs file's bytes (``cat`` by exec), or None when it does not exist; ``remove``: a folder the same
-    exec then deletes, whatever it read (a per-run pod's inputs on a KWOK host: one exec less per run; removed by an
-    exec of its own, best effort, when that exec gave no exit status).
+    """The outputs file's bytes (``cat`` by exec: the exec's stdout bytes, up to :data:`MAX_OUTPUTS_BYTES` held), or
+    None when it does not exist; ``remove``: a folder the same exec then deletes, whatever it read (a per-run pod's
+    inputs on a KWOK host: one exec less per run; removed by an exec of its own, best effort, when that exec gave no
+    exit status).
 
     Raises ActionFailed ``outputs_too_large`` (algorithm) when it has more than :data:`MAX_OUTPUTS_BYTES`
-    bytes (measured with ``wc -c`` in the pod before anything is copied).
+    bytes (measured with ``wc -c`` in the pod before anything is copied; or more came while it was copied),
+    EngineUnavailable ``exec_stream_lost`` (infrastructure) when fewer bytes arrived than ``wc -c`` counted: the
+    apiserver's exec stream can close with the process before it delivered the end of stdout
+    (kubernetes/kubernetes#124571), and a cut file must not be judged as the model's outputs.
     """
-    script = outputs_script(path)
+    script = outputs_script(path, announce=True)
     if remove is not None:
         script = f"( {script} ); rc=$?; rm -rf {shlex.quote(remove)}; exit $rc"
-    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 60)
+    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 60,
+                         stdout_cap=MAX_OUTPUTS_BYTES, raw_stdout=True)
     if remove is not None and done.exit_code is None:
         kube_exec.try_run(core, namespace, pod, ["rm", "-rf", remove], 5)
-    return outputs_of(done.exit_code, done.stderr if done.exit_code == TOO_LARGE_EXIT else done.stdout, path)
+    if done.exit_code != 0:
+        return outputs_of(done.exit_code, done.stderr.encode("utf-8", "replace"), path)
+    if done.stdout_bytes is None:
+        raise ActionFailed(f"entrypoint wrote more than {MAX_OUTPUTS_BYTES} bytes of outputs ({path}): the file grew "
+                           "while it was read", "outputs_too_large")
+    counted = done.stderr.strip().partition("\n")[0].strip()
+    if counted != str(len(done.stdout_bytes)):
+        raise EngineUnavailable(
+            f"reading the outputs file {path} of the model run in pod {pod}: {len(done.stdout_bytes)} bytes arrived "
+            f"of the {counted or 'unknown number of'} bytes wc -c counted: the exec stream ended before the rest "
+            "came (or a process of the run still wrote the file)", "exec_stream_lost")
+    return outputs_of(0, done.stdout_bytes, path)
 
 
 INLINE_OUTPUTS_BYTES = 1024 * 1024
@@ -227,13 +249,13 @@ exec of its own (:func:`read_outputs`, 60 s), as every outputs file was before."
 @dataclass
 class Readback:
     """What the exit-status check (:func:`exit_confirmed`) also reads in its exec, so a run takes one exec less: the
-    outputs file at ``path`` (``read``: its :func:`outputs_script` exit status and text once read, None until then),
+    outputs file at ``path`` (``read``: its :func:`outputs_script` exit status and bytes once read, None until then),
     and the folder ``remove`` it deletes once the status is confirmed (a per-run pod's inputs on a KWOK host;
     ``removed`` once that exec ended with a status)."""
 
     path: str
     remove: str | None = None
-    read: tuple[int | None, str] | None = None
+    read: tuple[int | None, bytes] | None = None
     removed: bool = False
 
 
@@ -292,6 +314,8 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
                 read_outputs(session.core, session.namespace, pod, values["outputs"], remove)
         except ActionFailed as exc:
             failure = {"category": exc.category, "message": exc.message}
+        except EngineUnavailable:
+            raise
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
             raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
         if remove is not None:  # removed by that exec
@@ -494,18 +518,22 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
             script += (f"; [ \"$rc\" != - ] && [ \"$(cat {rc_file} 2>/dev/null)\" = {done.exit_code} ] && "
                        f"rm -rf {shlex.quote(readback.remove)}; exit 0")
     try:
-        read = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 15)
+        read = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 15,
+                             raw_stdout=readback is not None)
     except Exception as exc:  # noqa: BLE001 - no answer from the pod is exactly what this check looks for
         outcome = kc.api_outcome(exc, f"read the exit status of the model run in pod {pod}")
         if outcome.category == "pod_deleted":
             raise outcome from None
         return False
     stdout = read.stdout
-    if readback is not None:
-        stdout, mark, tail = stdout.partition(f"\n=== {token}\n")
-        text, end, status = tail.rpartition(f"\n=== {token} ")
-        if mark and end and status.strip().isdigit() and not read.streams.get("stdout_capped"):
-            readback.read = (int(status.strip()), text)
+    if readback is not None and read.stdout_bytes is None:  # capped: the dump's part as text, no outputs kept
+        stdout = stdout.partition(f"\n=== {token}\n")[0]
+    elif readback is not None and read.stdout_bytes is not None:  # the outputs as the bytes the file holds
+        before, mark, tail = read.stdout_bytes.partition(f"\n=== {token}\n".encode())
+        printed, end, status = tail.rpartition(f"\n=== {token} ".encode())
+        stdout = before.decode("utf-8", "replace")
+        if mark and end and status.strip().isdigit():
+            readback.read = (int(status.strip()), printed)
             readback.removed = readback.remove is not None and read.exit_code is not None and \
                 stdout.partition("=== ")[0].strip() == str(done.exit_code)
     rc, _, rest = stdout.partition("=== ")

@@ -1,0 +1,160 @@
+"""An exec's stdout, stderr and exit Status as :func:`pytest_hetero.backends.kubernetes.podexec.run` reads them from a
+real websocket (a ``v5.channel.k8s.io`` server on a local socket: RFC 6455 handshake and frames, each message's first
+byte its channel): a UTF-8 character the server split across messages reads as itself, stdout comes back as the
+bytes sent (``raw_stdout``: an outputs file that is no UTF-8 at all, as a UTF-16 JSON file, stays exact), and more
+than the cap is refused as bytes and kept as head and tail; an outputs file read back is as many bytes as ``wc -c``
+counted, or not judged."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+from websocket import ABNF
+
+from pytest_hetero.backends.kubernetes import podexec
+from pytest_hetero.backends.kubernetes import run as kube_run
+from pytest_hetero.backends.protocol import EngineUnavailable
+
+STDOUT, STDERR, ERROR = 1, 2, 3
+SUCCESS = json.dumps({"metadata": {}, "status": "Success"}).encode()
+
+
+class ExecServer:
+    """One exec websocket on 127.0.0.1: answers the handshake with ``v5.channel.k8s.io``, sends ``messages``
+    (channel, bytes) as binary frames, then a close frame, and closes the connection once the client's close
+    frame came."""
+
+    def __init__(self, messages: list[tuple[int, bytes]]) -> None:
+        self.messages = messages
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.request = b""
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            while b"\r\n\r\n" not in self.request:
+                self.request += conn.recv(4096)
+            key = next(line.split(b":", 1)[1].strip() for line in self.request.split(b"\r\n")
+                       if line.lower().startswith(b"sec-websocket-key:"))
+            accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())  # noqa: S324 - RFC 6455 §4.2.2
+            conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                         b"Sec-WebSocket-Accept: " + accept + b"\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n")
+            for channel, data in self.messages:
+                conn.sendall(ABNF(1, 0, 0, 0, ABNF.OPCODE_BINARY, 0, bytes([channel]) + data).format())
+            conn.sendall(ABNF(1, 0, 0, 0, ABNF.OPCODE_CLOSE, 0, b"\x03\xe8").format())
+            conn.settimeout(5)
+            try:
+                conn.recv(4096)  # the client's close frame: the connection then closes
+            except OSError:
+                pass
+        self.listener.close()
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The exec connects straight to the local server (a proxy in the environment would take it elsewhere)."""
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+
+
+def exec_over(messages: list[tuple[int, bytes]], **kwargs: object) -> podexec.ExecOutcome:
+    """:func:`podexec.run` of ``cat`` against an :class:`ExecServer` sending ``messages``."""
+    server = ExecServer(messages)
+    core = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{server.port}")))
+    done = podexec.run(core, "ns", "pod", "workload", ["cat", "/tmp/x"], 10, **kwargs)  # type: ignore[arg-type]
+    server.thread.join(10)
+    assert b"GET /api/v1/namespaces/ns/pods/pod/exec?container=workload&command=cat&command=/tmp/x&stdin=false" \
+        in server.request
+    return done
+
+
+def split(data: bytes, *cuts: int) -> list[bytes]:
+    """``data`` cut at byte offsets ``cuts``."""
+    edges = [0, *cuts, len(data)]
+    return [data[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+
+
+def test_a_character_split_across_messages_reads_as_itself() -> None:
+    """'é' (2 bytes) split after its first byte, '😀' (4 bytes) over three messages, '€' split on stderr, and an
+    exit Status cut inside its message's 'ü': each reads as itself, and the streams' sizes and sha256 are those of
+    the bytes sent (per-message decoding made each split character two or three U+FFFD, 3 bytes each)."""
+    out = "café 😀 done\n".encode()
+    err = "cost: 5 €\n".encode()
+    status = json.dumps({"status": "Failure", "message": "command terminated (Prüfung): exit status 3"},
+                        ensure_ascii=False).encode()
+    at = status.index("ü".encode()) + 1
+    e, smile = out.index("é".encode()) + 1, out.index("😀".encode())
+    messages = [(STDOUT, part) for part in split(out, e, smile + 1, smile + 3)]
+    messages += [(STDERR, part) for part in split(err, err.index("€".encode()) + 2)]
+    messages += [(ERROR, status[:at]), (ERROR, status[at:])]
+    done = exec_over(messages)
+    assert (done.stdout, done.stderr, done.exit_code, done.timed_out) == ("café 😀 done\n", "cost: 5 €\n", 3, False)
+    assert done.status == status.decode()
+    assert done.streams == {"stdout_bytes": len(out), "stdout_sha256": hashlib.sha256(out).hexdigest(),
+                            "stdout_capped": False, "stderr_bytes": len(err),
+                            "stderr_sha256": hashlib.sha256(err).hexdigest(), "stderr_capped": False}
+    assert done.stdout_bytes is None  # not asked for
+
+
+def test_ascii_output_keeps_its_text_size_and_digest() -> None:
+    """ASCII output reads as it always did: the text, and the size and sha256 of its bytes."""
+    out = b"".join(b"line %d of the run\n" % i for i in range(2000))
+    done = exec_over([(STDOUT, part) for part in split(out, 7, 5000, 5001, 20000)] + [(ERROR, SUCCESS)])
+    assert (done.stdout, done.exit_code) == (out.decode(), 0)
+    assert (done.streams["stdout_bytes"], done.streams["stdout_sha256"]) == (len(out), hashlib.sha256(out).hexdigest())
+
+
+def test_raw_stdout_is_the_bytes_sent() -> None:
+    """``raw_stdout``: stdout's bytes exactly (a UTF-16 JSON outputs file, with its byte order mark, is no UTF-8),
+    its text left empty; its size and sha256 are of those bytes."""
+    outputs = '{"ids": [1, 2], "label": "Größe"}'.encode("utf-16")
+    done = exec_over([(STDOUT, part) for part in split(outputs, 1, 2, 9)] + [(ERROR, SUCCESS)], raw_stdout=True)
+    assert (done.stdout_bytes, done.stdout, done.exit_code) == (outputs, "", 0)
+    assert done.streams["stdout_sha256"] == hashlib.sha256(outputs).hexdigest()
+
+
+def test_raw_stdout_over_its_cap_is_not_handed_back_as_bytes() -> None:
+    """More stdout than ``stdout_cap``: no bytes (they would not be the whole), the head and tail as text."""
+    out = b"a " * 600
+    done = exec_over([(STDOUT, out[:500]), (STDOUT, out[500:]), (ERROR, SUCCESS)], raw_stdout=True, stdout_cap=1000)
+    assert done.stdout_bytes is None and done.streams["stdout_capped"] is True
+    assert "bytes not kept" in done.stdout and done.streams["stdout_bytes"] == 1200
+    exact = exec_over([(STDOUT, out[:500]), (STDOUT, out[500:1000]), (ERROR, SUCCESS)], raw_stdout=True,
+                      stdout_cap=1000)
+    assert exact.stdout_bytes == out[:1000]  # exactly the cap: whole
+
+
+def read_outputs_over(messages: list[tuple[int, bytes]]) -> bytes | None:
+    """:func:`kube_run.read_outputs` of ``/r/outputs.json`` against an :class:`ExecServer` sending ``messages``."""
+    server = ExecServer(messages)
+    core = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{server.port}")))
+    try:
+        return kube_run.read_outputs(core, "ns", "pod", "/r/outputs.json")
+    finally:
+        server.thread.join(10)
+
+
+def test_an_outputs_file_is_the_bytes_wc_counted_or_not_judged() -> None:
+    """The outputs read hands back stdout's bytes when as many arrived as ``wc -c`` counted (its first stderr line);
+    fewer (the exec stream closed before the end of stdout) is ``exec_stream_lost``, never outputs to judge."""
+    outputs = '{"ids": [1], "label": "Größe"}'.encode()
+    whole = [(STDERR, b"%d\n" % len(outputs)), (STDOUT, outputs[:20]), (STDOUT, outputs[20:]), (ERROR, SUCCESS)]
+    assert read_outputs_over(whole) == outputs
+    with pytest.raises(EngineUnavailable) as cut:
+        read_outputs_over([(STDERR, b"%d\n" % len(outputs)), (STDOUT, outputs[:20]), (ERROR, SUCCESS)])
+    assert cut.value.category == "exec_stream_lost"
+    assert f"20 bytes arrived of the {len(outputs)} bytes wc -c counted" in cut.value.message
+    failed = json.dumps({"status": "Failure", "message": "command terminated with non-zero exit code: exit status 1",
+                         "details": {"causes": [{"reason": "ExitCode", "message": "1"}]}}).encode()
+    assert read_outputs_over([(ERROR, failed)]) is None  # no outputs file
