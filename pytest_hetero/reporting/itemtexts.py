@@ -37,7 +37,7 @@ class ItemTexts:
     def __init__(self) -> None:
         self._spool: IO[bytes] | None = None
         self._size = 0
-        self._at: dict[str, int] = {}  # line MAC -> offset of the item's record in the spool
+        self._at: dict[bytes, int] = {}  # line MAC (its 32 bytes: half a hex str's size) -> offset of the item's record
         self._bound: dict[str, int] = {}  # nodeid -> offset, for the items assembly took from those lines
         self._view: mmap.mmap | None = None
         self.rendered = 0
@@ -73,7 +73,7 @@ class ItemTexts:
             self.broken = f"{type(exc).__name__}: {exc}"
             self.close()
             return
-        self._at[mac] = self._size
+        self._at[bytes.fromhex(mac)] = self._size
         self._size += _HEAD.size + len(ctrf) + len(junit)
         self.rendered += 1
 
@@ -85,7 +85,7 @@ class ItemTexts:
         if self.broken or self._spool is None or not read.authenticated:
             return
         for nodeid, seq in lines:
-            at = self._at.get(read.mac_of(seq) or "")
+            at = self._at.get(_mac_key(read.mac_of(seq)))
             if at is not None:
                 self._bound[nodeid] = at
         self.bound = len(self._bound)
@@ -141,3 +141,13 @@ class ItemTexts:
             self._spool.close()
             self._spool = None
         self._at, self._bound = {}, {}
+
+
+def _mac_key(mac: str | None) -> bytes:
+    """The key :meth:`ItemTexts.add` keeps a line's texts under: the bytes of its MAC (64 hex digits, as
+    :func:`~pytest_hetero.evidence.journal.parse_line` finds it); empty, a key never kept, for None or a MAC
+    that is not hex."""
+    try:
+        return bytes.fromhex(mac) if mac else b""
+    except ValueError:
+        return b""
