@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict, final
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing_extensions import NotRequired, Required
 
     from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
     from pytest_hetero.backends.kubernetes.gang import PeerAddress
@@ -306,11 +306,12 @@ class EngineView:
 
 
 class Taint(TypedDict, total=False):
-    """A Kubernetes node ``Taint`` as the API serves it (``value`` and ``timeAdded`` may be absent)."""
+    """A Kubernetes node ``Taint`` as the API serves it (``value`` and ``timeAdded`` may be absent; core/v1
+    requires ``key`` and ``effect``, and every writer here — the API, the tests' nodes — writes them)."""
 
-    key: str
+    key: Required[str]
     value: str
-    effect: str
+    effect: Required[str]
     timeAdded: str
 
 

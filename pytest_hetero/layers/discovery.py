@@ -464,12 +464,12 @@ def node_health_differences(resource: Resource, facts: NodeFacts,
     if facts["ready"] != "True":
         said |= {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
     for taint in facts["taints"]:
-        if (taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") in said
+        if (taint["effect"] not in BLOCKING_EFFECTS or taint["key"] in said
                 or any(tolerates(t, taint) for t in resource.tolerations)):
             continue
-        lifecycle = str(taint.get("key", "")).startswith(LIFECYCLE_TAINTS)
+        lifecycle = str(taint["key"]).startswith(LIFECYCLE_TAINTS)
         out.append({"node": node, "code": "lifecycle_taint" if lifecycle else "untolerated_taint",
-                    "field": f"taints[{taint.get('key')}]", "expected": "tolerated", "observed": taint_text(taint),
+                    "field": f"taints[{taint['key']}]", "expected": "tolerated", "observed": taint_text(taint),
                     "message": f"node {node}: taint {taint_text(taint)} is not tolerated by resource "
                                f"{resource.name} (add a toleration, or pick another pool)"})
     for cond in facts.get("conditions") or []:

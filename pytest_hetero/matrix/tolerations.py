@@ -9,9 +9,12 @@ taint's key, or (``operator: Equal``, the default) key and value equal. Only ``N
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero.matrix.document import TolerationDoc
+
+if TYPE_CHECKING:  # annotations only (postponed)
+    from typing_extensions import Required
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -20,29 +23,29 @@ class NodeTaint(TypedDict, total=False):
     """A node's ``spec.taints[]`` entry (core/v1 Taint): ``key``, ``value`` (absent: none), ``effect`` and, as the
     API serves it, ``timeAdded`` (:class:`pytest_hetero.backends.protocol.Taint` has the same shape)."""
 
-    key: str
+    key: Required[str]
     value: str
-    effect: str
+    effect: Required[str]
     timeAdded: str
 
 
 def tolerates(toleration: TolerationDoc, taint: NodeTaint) -> bool:
     """True when ``toleration`` (a pod toleration) tolerates ``taint`` (a node taint)."""
-    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+    if toleration.get("effect") and toleration["effect"] != taint["effect"]:
         return False
     if toleration.get("operator") == "Exists":
-        return not toleration.get("key") or toleration["key"] == taint.get("key")
-    return bool(toleration.get("key") == taint.get("key")
+        return not toleration.get("key") or toleration["key"] == taint["key"]
+    return bool(toleration.get("key") == taint["key"]
                 and str(toleration.get("value", "")) == str(taint.get("value", "")))
 
 
 def taint_text(taint: NodeTaint) -> str:
     """``key=value:effect`` (``key:effect`` without a value), as ``kubectl describe node`` prints it."""
     value = f"={taint['value']}" if taint.get("value") else ""
-    return f"{taint.get('key')}{value}:{taint.get('effect')}"
+    return f"{taint['key']}{value}:{taint['effect']}"
 
 
 def untolerated(taints: Sequence[NodeTaint], tolerations: Sequence[TolerationDoc]) -> list[str]:
     """``key=value:effect`` of each NoSchedule/NoExecute taint that no toleration tolerates."""
     return [taint_text(t) for t in taints
-            if t.get("effect") in BLOCKING_EFFECTS and not any(tolerates(x, t) for x in tolerations)]
+            if t["effect"] in BLOCKING_EFFECTS and not any(tolerates(x, t) for x in tolerations)]

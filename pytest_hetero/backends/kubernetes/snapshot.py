@@ -97,7 +97,7 @@ class NodeEntry(TypedDict):
 
 def _node(node: Node) -> NodeEntry:
     return {"labels": dict(node.labels),
-            "taints": sorted(f"{t.get('key')}={t.get('value') or ''}:{t.get('effect')}" for t in node.taints),
+            "taints": sorted(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in node.taints),
             "conditions": {str(c.type): str(c.status) for c in node.conditions},
             "allocatable": dict(node.allocatable), "unschedulable": node.unschedulable}
 
