@@ -151,13 +151,13 @@ def test_the_workloads_priority_class_is_read_in_both_kueue_versions() -> None:
     from pytest_hetero.backends.kubernetes.manifests import ServedWorkload
     from pytest_hetero.backends.kubernetes.queues import parse_workload
 
-    v1beta2: ServedWorkload = {"spec": {"priority": 100, "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+    v1beta2: ServedWorkload = {"kind": "Workload", "metadata": {"name": "w2"}, "spec": {"priority": 100, "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass",
                                                                "name": "batch"}}}
-    v1beta1: ServedWorkload = {"spec": {"priority": 5, "priorityClassName": "low", "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass"}}
+    v1beta1: ServedWorkload = {"kind": "Workload", "metadata": {"name": "w1"}, "spec": {"priority": 5, "priorityClassName": "low", "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass"}}
     assert priority_of(parse_workload(v1beta2)) == {"priority_class": "batch", "priority_class_kind": "PriorityClass", "priority": 100}
     assert priority_of(parse_workload(v1beta1)) == {"priority_class": "low", "priority_class_kind": "kueue.x-k8s.io/workloadpriorityclass",
                                     "priority": 5}
-    assert priority_of(parse_workload({"spec": {}}))["priority_class"] is None
+    assert priority_of(parse_workload({"kind": "Workload", "metadata": {"name": "w0"}, "spec": {}}))["priority_class"] is None
 
 
 def test_a_changed_rule_affects_its_task_types_items_only(tmp_path: Path) -> None:

@@ -631,11 +631,11 @@ class WorkloadStatus(TypedDict, total=False):
 
 class ServedWorkload(TypedDict, total=False):
     """A Kueue Workload (``kueue.x-k8s.io`` v1beta2 or v1beta1) as served; read it through
-    :func:`.queues.parse_workload`."""
+    :func:`.queues.parse_workload`; ``kind`` and ``metadata`` always (the API serves them on every object)."""
 
     apiVersion: str
-    kind: str
-    metadata: ObjectMeta
+    kind: Required[str]
+    metadata: Required[ObjectMeta]
     spec: WorkloadSpec
     status: WorkloadStatus
 

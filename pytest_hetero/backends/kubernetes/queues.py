@@ -161,7 +161,7 @@ def parse_workload(raw: ServedWorkload) -> Workload:
     """A Workload from its JSON (see :class:`Workload`)."""
     spec: WorkloadSpec
     status: WorkloadStatus
-    meta, spec, status = raw.get("metadata"), raw.get("spec") or {}, raw.get("status") or {}
+    meta, spec, status = raw["metadata"], raw.get("spec") or {}, raw.get("status") or {}
     ref: PriorityClassRef = spec.get("priorityClassRef") or {}
     admission = status.get("admission")
     return Workload(name=meta["name"] if meta else None, created=meta.get("creationTimestamp") if meta else None,
