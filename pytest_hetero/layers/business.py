@@ -231,7 +231,7 @@ def _wanted(rule: AcceptanceRule) -> str:
         expr = str(rule["metric"])
         return expr[expr.find("(") + 1:-1] if expr.endswith(")") and "(" in expr else expr
     if kind == "latency":
-        return str(rule["latency"].get("field", "latency_ms"))
+        return rule["latency"]["field"]  # load_rules filled the default (latency_ms)
     if kind == "golden":
-        return str(rule["golden"].get("field", "predictions"))
+        return rule["golden"]["field"]  # load_rules filled the default (predictions)
     return ""
