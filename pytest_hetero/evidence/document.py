@@ -152,12 +152,12 @@ class ItemDict(TypedDict):
     status: Status
     records: list[RecordDict]
     artifacts: list[ArtifactDict]
-    started_at: NotRequired[str]
-    finished_at: NotRequired[str]
-    duration_s: NotRequired[float]
-    failure: NotRequired[FailureDict | None]
-    blocked_by: NotRequired[str | None]
-    reason: NotRequired[str | None]
+    started_at: str
+    finished_at: str
+    duration_s: float
+    failure: FailureDict | None
+    blocked_by: str | None
+    reason: str | None
     attempt: NotRequired[int]
     """This attempt's number, when a rerun plugin ran the item again (only then)."""
     attempts: NotRequired[list[dict[str, Any]]]
@@ -189,7 +189,7 @@ def item_of(entry: Entry) -> ItemDict | None:
 
 def failure_of(entry: Entry) -> FailureDict | None:
     """The failure of an item (None when it has none, or for an untested-only entry)."""
-    return entry.get("failure") if "records" in entry else None
+    return entry["failure"] if "records" in entry else None
 
 
 def owner_of(entry: Entry) -> str:
@@ -457,6 +457,12 @@ class DocumentError(ValueError):
 _ITEM_TYPES: tuple[tuple[str, type], ...] = (
     ("nodeid", str), ("matrix", str), ("layer", str), ("keys", dict), ("owner", str), ("status", str),
     ("records", list), ("artifacts", list))
+_ITEM_RESULT_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("started_at", (str,)), ("finished_at", (str,)), ("duration_s", (float, int)), ("failure", ()),
+    ("blocked_by", (str, type(None))), ("reason", (str, type(None))))
+"""An item's result fields: every item has written them since the first version (``asdict`` of the item result,
+then :meth:`~pytest_hetero.evidence.model.ItemEvidence.to_dict`), so a bundle of any version has them. ``failure``'s
+type (an object or null) is checked after the records, with its own message, as before."""
 _UNTESTED_TYPES: tuple[tuple[str, type], ...] = (("nodeid", str), ("layer", str), ("status", str), ("keys", dict))
 _SECTIONS: tuple[tuple[str, type], ...] = (
     ("run", dict), ("summary", dict), ("cleanup", dict), ("journal", dict), ("matrices", list), ("target", list),
@@ -475,10 +481,18 @@ def _named(typ: type) -> str:
     return _KINDS[typ]
 
 
+def _one_of(types: tuple[type, ...]) -> str:
+    """``a string``, ``a number``, ``an object or null``: what a message says a field should be."""
+    names = ["a number" if t in (float, int) else "null" if t is type(None) else _KINDS[t] for t in types]
+    return " or ".join(dict.fromkeys(names))
+
+
 def as_document(value: object) -> EvidenceDocument:
     """``value`` (parsed, untrusted JSON) as an :class:`EvidenceDocument`, after checking what the type
     says every document has: the top-level sections' JSON types, each item's eight journaled fields
-    (their types; ``layer`` and ``status`` one of :mod:`pytest_hetero.vocab`'s), ``untested.items``'
+    (their types; ``layer`` and ``status`` one of :mod:`pytest_hetero.vocab`'s) and its six result fields
+    (``started_at``/``finished_at`` strings, ``duration_s`` a number, ``failure`` an object or null,
+    ``blocked_by``/``reason`` a string or null), ``untested.items``'
     ``nodeid``/``layer``/``status``. One pass over the items; nothing is copied or changed.
 
     Raises :class:`DocumentError` naming the first field that is wrong (``items[12].status: 'pased' is not
@@ -518,16 +532,22 @@ def _check_sections(value: dict[str, Any]) -> None:
 
 def check_item(item: object, where: str) -> None:
     """Check one item as :func:`as_document` does (its journaled fields, the vocabulary of its layer and status,
-    its records' ``kind``/``at``/``data``, its failure's four strings); ``where`` prefixes the field path.
+    its result fields (``started_at`` … ``reason``: ``items[3].reason: missing``), its records'
+    ``kind``/``at``/``data``, its failure's four strings); ``where`` prefixes the field path.
     The pytest plugin checks each item's evidence with it once the ``pytest_hetero_evidence`` hooks ran.
     Raises :class:`DocumentError` naming the first field that is wrong."""
     _check(item, _ITEM_TYPES, where)
     assert isinstance(item, dict)  # _check refused anything else
+    for name, types in _ITEM_RESULT_TYPES:
+        if name not in item:
+            raise DocumentError(f"{where}.{name}", "missing")
+        if types and type(item[name]) not in types:
+            raise DocumentError(f"{where}.{name}", f"is {_kind(item[name])}, not {_one_of(types)}")
     for r, record in enumerate(item["records"]):
         if (type(record) is not dict or type(record.get("kind")) is not str or type(record.get("at")) is not str
                 or type(record.get("data")) is not dict):
             raise DocumentError(f"{where}.records[{r}]", "is not a record {kind: string, at: string, data: object}")
-    failure = item.get("failure")
+    failure = item["failure"]
     if failure is not None and (type(failure) is not dict or not all(
             type(failure.get(k)) is str for k in ("layer", "category", "message", "owner"))):
         raise DocumentError(f"{where}.failure", "is not a failure {layer, category, message, owner: strings}")

@@ -109,7 +109,7 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: Iterable[It
         reported.add(item["nodeid"])
         if item["status"] in UNTESTED_STATUSES:
             out.append(_entry(item["nodeid"], item["layer"], item["keys"], item["status"],
-                              item.get("reason"), item.get("blocked_by")))
+                              item["reason"], item["blocked_by"]))
         elif item["status"] == "passed":
             passed_all.append((item["nodeid"], item["keys"], item["layer"]))
         not_proven += [{"nodeid": item["nodeid"], "layer": d["layer"], "part": d["part"], "reason": d["reason"]}

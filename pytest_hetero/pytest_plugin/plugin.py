@@ -467,8 +467,8 @@ def slim(evidence: ItemDict | SlimEvidence) -> SlimEvidence:
     (:data:`SLIM_FIELDS`, in that order)."""
     return {"nodeid": evidence["nodeid"], "matrix": evidence["matrix"], "layer": evidence["layer"],
             "keys": evidence["keys"], "owner": evidence["owner"], "status": evidence["status"],
-            "blocked_by": evidence.get("blocked_by"), "reason": evidence.get("reason"),
-            "failure": evidence.get("failure")}
+            "blocked_by": evidence["blocked_by"], "reason": evidence["reason"],
+            "failure": evidence["failure"]}
 
 
 def shared_slim(evidence: ItemDict | SlimEvidence, known: SlimEvidence | None) -> SlimEvidence:

@@ -33,7 +33,7 @@ def pytest_html_results_table_row(report: Any, cells: list[str]) -> None:
     evidence = evidence_of(report)
     values = {"layer": "", "resource": "", "owner": ""}
     if evidence is not None:
-        failure = evidence.get("failure")
+        failure = evidence["failure"]
         values = {"layer": evidence["layer"], "resource": evidence["keys"].get("resource", ""),
                   "owner": (failure["owner"] if failure else None) or evidence["owner"]}
     for offset, (key, _) in enumerate(COLUMNS):
@@ -63,8 +63,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     from pytest_hetero.pytest_plugin.plugin import slim
 
     found = list(getattr(report, "extras", []))
-    failure = evidence.get("failure")
-    why = evidence.get("reason") or (failure["message"] if failure else None)
+    failure = evidence["failure"]
+    why = evidence["reason"] or (failure["message"] if failure else None)
     line = f"{evidence['status']}: {why}" if why else evidence["status"]
     found.append(extras.text(line, name="hetero status"))
     found.append(extras.json(slim(evidence), name="hetero evidence"))

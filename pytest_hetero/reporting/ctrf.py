@@ -158,7 +158,7 @@ def ctrf_test(entry: Entry) -> CtrfTest:
     labels.update({str(k): str(keys[k]) for k in sorted(keys)})
     test: CtrfTest = {
         "name": nodeid, "testId": nodeid, "status": _CTRF_STATUS[entry["status"]],
-        "rawStatus": entry["status"], "duration": round(float((item.get("duration_s") if item else 0) or 0) * 1000),
+        "rawStatus": entry["status"], "duration": round(float((item["duration_s"] if item else 0) or 0) * 1000),
         "suite": _suite(nodeid, layer), "filePath": nodeid.split("::", 1)[0], "tags": [layer], "labels": labels,
         "extra": {"owner": owner, "layer_owner": item["owner"] if item else None,
                   "blocked_by": entry.get("blocked_by")},
@@ -167,14 +167,14 @@ def ctrf_test(entry: Entry) -> CtrfTest:
         rules = rule_results(entry)
         if rules:
             test["extra"]["rules"] = rules
-        started, finished = item.get("started_at"), item.get("finished_at")
+        started, finished = item["started_at"], item["finished_at"]
         if started and finished:
             test["start"], test["stop"] = _epoch_ms(started), _epoch_ms(finished)
     if failure:
         test["message"] = str(failure["message"] or "")
         test["extra"]["category"] = failure["category"]
-    elif entry.get("reason"):
-        test["message"] = str(entry.get("reason"))
+    elif entry["reason"]:
+        test["message"] = str(entry["reason"])
     if item and item["artifacts"]:
         test["attachments"] = [{"name": str(a["name"]), "contentType": str(a.get("media_type") or "text/plain"),
                                 "path": str(a["path"])} for a in item["artifacts"]]

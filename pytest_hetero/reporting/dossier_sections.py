@@ -183,7 +183,7 @@ def _present(f: Facts, reported: list[ItemDict], kinds: tuple[str, ...]) -> int:
 
 def _row(f: Facts, t: Text, layer: str, item: Entry) -> ItemRow:
     failure = failure_of(item)
-    reason = f"{failure['category']}: {failure['message']}" if failure else (item.get("reason") or "")
+    reason = f"{failure['category']}: {failure['message']}" if failure else (item["reason"] or "")
     return {"item": short(item["nodeid"]), "status": item["status"], "status_text": t.status(item["status"]),
             "fact": _fact(f, t, layer, item), "reason": cut(reason, 220),
             "owner": t.team((failure["owner"] if failure else "") or owner_of(item))}
@@ -245,7 +245,7 @@ def _result_rows(f: Facts, t: Text, item: Entry) -> list[ResultRow]:
     if not records:
         return [{"where": place, "rule": "", "threshold": "", "observed": "", "verdict": item["status"],
                  "verdict_text": t("res.not_run", status=t.status(item["status"]),
-                                   reason=cut(item.get("reason") or ((fl := failure_of(item)) and fl["message"]), 200)),
+                                   reason=cut(item["reason"] or ((fl := failure_of(item)) and fl["message"]), 200)),
                  "failing": ""}]
     rows: list[ResultRow] = []
     for data in records:

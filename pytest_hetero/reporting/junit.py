@@ -82,12 +82,12 @@ def case_xml(entry: Entry) -> str:
             f" time=\"{_seconds(entry):.3f}\">")
     result = ""
     if status in ("failed", "error"):
-        message = printable(str((failure["message"] if failure else "") or entry.get("reason") or ""))[:2000]
+        message = printable(str((failure["message"] if failure else "") or entry["reason"] or ""))[:2000]
         kind = "failure" if status == "failed" else "error"
         category = printable(failure["category"] if failure else status)
         result = f"<{kind} message={quoteattr(message)} type={quoteattr(category)} />"
     elif status in UNTESTED_STATUSES:
-        result = f"<skipped>{escape(printable(f'{status}: ' + str(entry.get('reason') or ''))[:2000])}</skipped>"
+        result = f"<skipped>{escape(printable(f'{status}: ' + str(entry['reason'] or ''))[:2000])}</skipped>"
     props = junit_properties(_properties(entry))
     return f"{head}{result}<system-out>{escape(props)}</system-out></testcase>"
 
@@ -99,7 +99,7 @@ _TALLIED = {"failed": "failures", "error": "errors", **{s: "skipped" for s in UN
 def _seconds(entry: Entry) -> float:
     """An item's wall seconds; 0 for an untested-only entry."""
     item = item_of(entry)
-    return float((item.get("duration_s") if item else 0.0) or 0.0)
+    return float((item["duration_s"] if item else 0.0) or 0.0)
 
 
 def _open_tag(element: Any) -> str:
