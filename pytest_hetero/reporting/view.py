@@ -391,7 +391,7 @@ def _item_rows(items: Sequence[Entry], located: list[tuple[str, tuple[str, ...]]
             e = items[found] if found is not None else None
             cells[layer] = None if e is None or found is None else {
                 "status": e["status"], "index": found, "nodeid": e["nodeid"], "blocked_by": e.get("blocked_by"),
-                "reason": e["reason"], "why": why(e)}
+                "reason": e.get("reason"), "why": why(e)}
         rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
     return rows
 
@@ -412,7 +412,7 @@ def why(entry: Entry) -> str:
         return printable(f"{failure['category']}: {failure['message']}")[:200]
     if entry.get("blocked_by"):
         return "blocked by " + str(entry["blocked_by"]).split("::", 1)[-1]
-    return printable(str(entry["reason"] or ""))[:200]
+    return printable(str(entry.get("reason") or ""))[:200]
 
 
 def heatgrid(evidence: EvidenceDocument, reason_limit: int = GRID_REASONS) -> Heatgrid:
