@@ -20,7 +20,8 @@ def _item(n: int, status: str = "passed", layer: str = "model") -> dict[str, Any
             "keys": {"resource": "cpu", "image": "py", "model": f"m{n}"}, "owner": "infrastructure",
             "status": status,
             "records": [{"kind": "model.run", "at": "2026-12-03T00:00:00Z", "data": {"text": "é ☃ \u2028", "n": n}}],
-            "artifacts": [], "duration_s": n / 7}
+            "artifacts": [], "duration_s": n / 7, "started_at": "2026-12-03T00:00:00Z",
+            "finished_at": "2026-12-03T00:00:01Z", "failure": None, "blocked_by": None, "reason": None}
 
 
 def _spool(items: list[dict[str, Any]]) -> ItemSpool:
