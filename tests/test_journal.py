@@ -29,7 +29,12 @@ pytestmark = pytest.mark.usefixtures("outside_inputs")
 def _item(n: int, status: str = "passed") -> dict[str, Any]:
     return {"nodeid": f"m.matrix.yaml::r{n}::discovery", "matrix": "m.matrix.yaml", "layer": "discovery",
             "keys": {"resource": f"r{n}"}, "owner": "infrastructure", "status": status, "records": [],
-            "artifacts": []}
+            "artifacts": [], **RESULT}
+
+
+RESULT: dict[str, Any] = {"started_at": "2026-12-04T00:00:00.000000Z", "finished_at": "2026-12-04T00:00:01.000000Z",
+                          "duration_s": 1.0, "failure": None, "blocked_by": None, "reason": None}
+"""An item's result fields as every item writes them (:data:`recorder.RESULT_FIELDS`)."""
 
 
 def test_lines_are_numbered_and_authenticated_and_a_foreign_line_is_rejected(tmp_path: Path) -> None:
@@ -93,6 +98,34 @@ def test_a_journaled_item_outside_the_vocabulary_is_refused_naming_the_field(tmp
     assert refused.value.location.line == 3
     # the typed loader refuses the same word, so a journal check that passes means the document loads
     assert recorder_module.entry_problem({"type": "item", "evidence": _item(1)}) == ""
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("reason", KeyError, "item entry lacks 'evidence.reason'"),
+    ("started_at", KeyError, "item entry lacks 'evidence.started_at'"),
+    ("duration_s", "x", "item entry field 'evidence.duration_s' is a str"),
+    ("duration_s", True, "item entry field 'evidence.duration_s' is a bool"),
+    ("finished_at", None, "item entry field 'evidence.finished_at' is a NoneType"),
+    ("blocked_by", ["x"], "item entry field 'evidence.blocked_by' is a list"),
+    ("failure", "boom", "item entry field 'evidence.failure' is a str"),
+])
+def test_a_journaled_item_lacking_or_mistyping_a_result_field_is_refused_naming_it(
+        tmp_path: Path, field: str, value: object, problem: str) -> None:
+    """An unsigned run's journal can be edited (its key died with the process): an item line without ``reason``
+    or with a ``duration_s`` string is refused with its line and field, as the typed loader refuses the item,
+    not read until a rendering subscripts it (``hetero report --from-journal`` raised KeyError/ValueError)."""
+    bad = {k: v for k, v in _item(1).items() if k != field}
+    if value is not KeyError:
+        bad[field] = value
+    rec = Recorder(tmp_path / "r1", {"id": "r1"})
+    rec.item(_item(0))
+    rec.item(bad)
+    rec.end(0, False)
+    assert recorder_module.entry_problem({"type": "item", "evidence": bad}) == problem
+    with pytest.raises(BundleError, match=r"journal line is not a pytest-hetero entry: ") as refused:
+        assemble(tmp_path / "r1", key=rec.key)
+    assert refused.value.message == f"journal line is not a pytest-hetero entry: {problem}"
+    assert refused.value.location.line == 3
 
 
 def test_fsync_is_a_group_commit_and_every_line_is_written_at_once(tmp_path: Path,

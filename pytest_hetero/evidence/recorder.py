@@ -429,6 +429,13 @@ EVIDENCE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "nodeid": str, "matrix": str, "layer": str, "keys": dict, "owner": str, "status": str, "records": list,
     "artifacts": list}
 """Fields every journaled item's evidence must carry, with their JSON types."""
+RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "started_at": (str,), "finished_at": (str,), "duration_s": (float, int, type(None)),
+    "failure": (dict, type(None)), "blocked_by": (str, type(None)), "reason": (str, type(None))}
+"""An item's result fields with the exact JSON types they may hold in a line (a bool is no number): the fields the
+typed loader (:func:`pytest_hetero.evidence.document.check_item`) requires of every item, so the assembled
+document's readers (renderings, untested scope) can subscript them. ``duration_s`` may be null: :func:`.journal.seal`
+writes a NaN as null, and the renderings read a null duration as 0."""
 
 
 def entry_problem(entry: Any) -> str:
@@ -449,7 +456,17 @@ def entry_problem(entry: Any) -> str:
         if not isinstance(obj[name], typ) or (typ is int and isinstance(obj[name], bool)):
             return f"{kind} entry field '{where}{name}' is a {type(obj[name]).__name__}"
     if kind == "item":
-        return _vocabulary_problem(entry["evidence"])
+        return _vocabulary_problem(entry["evidence"]) or _result_problem(entry["evidence"])
+    return ""
+
+
+def _result_problem(evidence: dict[str, Any]) -> str:
+    """Why one of an item's :data:`RESULT_FIELDS` is absent or of another JSON type; empty when none is."""
+    for name, types in RESULT_FIELDS.items():
+        if name not in evidence:
+            return f"item entry lacks 'evidence.{name}'"
+        if type(evidence[name]) not in types:
+            return f"item entry field 'evidence.{name}' is a {type(evidence[name]).__name__}"
     return ""
 
 
@@ -466,13 +483,14 @@ def _vocabulary_problem(evidence: dict[str, Any]) -> str:
 
 
 def _good_item(ev: Any) -> bool:
-    """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int), and the
-    status and layer are the vocabulary's."""
+    """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int), the
+    status and layer are the vocabulary's, and the RESULT_FIELDS are present with their types."""
     return (type(ev) is dict and type(ev.get("nodeid")) is str and type(ev.get("matrix")) is str
             and type(ev.get("layer")) is str and ev["layer"] in LAYERS and type(ev.get("keys")) is dict
             and type(ev.get("owner")) is str and type(ev.get("status")) is str and ev["status"] in STATUSES
             and type(ev.get("records")) is list
-            and type(ev.get("artifacts")) is list)
+            and type(ev.get("artifacts")) is list
+            and all(name in ev and type(ev[name]) in types for name, types in RESULT_FIELDS.items()))
 
 
 _ITEM_LINE: dict[str, Any] = {"type": "item"}
