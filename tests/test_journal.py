@@ -17,7 +17,7 @@ from support import DIGITS, matrix_text
 
 from pytest_hetero.errors import BundleError
 from pytest_hetero.evidence import recorder as recorder_module
-from pytest_hetero.evidence.document import as_document
+from pytest_hetero.evidence.document import ITEM_FIELDS, ITEM_RESULT_FIELDS, DocumentError, as_document, check_item
 from pytest_hetero.evidence.journal import JournalKey, read_lines
 from pytest_hetero.evidence.recorder import SYNC_EVERY_LINES, Recorder, assemble, journal_locked
 
@@ -126,6 +126,39 @@ def test_a_journaled_item_lacking_or_mistyping_a_result_field_is_refused_naming_
         assemble(tmp_path / "r1", key=rec.key)
     assert refused.value.message == f"journal line is not a pytest-hetero entry: {problem}"
     assert refused.value.location.line == 3
+
+
+_ODD_VALUES: list[object] = [KeyError, None, "x", 1, 1.5, True, [], {}, {"layer": "model", "category": "c",
+                                                                      "message": "m", "owner": "o"}]
+
+
+@pytest.mark.parametrize("field", [name for name, _ in ITEM_FIELDS] + list(ITEM_RESULT_FIELDS))
+def test_the_journal_and_the_loader_judge_an_item_field_by_field_alike(field: str) -> None:
+    """One table (``document.ITEM_FIELDS`` / ``ITEM_RESULT_FIELDS``) decides what an item line must hold, for the
+    journal's line check and for the verifying loader: every field absent or holding each JSON type is refused by
+    both or accepted by both, except the two stated variations (a journal line may hold ``duration_s: null``;
+    the loader checks ``failure``'s object fields, the journal only that it is an object or null)."""
+    for value in _ODD_VALUES:
+        item = _item(1)
+        if value is KeyError:
+            del item[field]
+        else:
+            item[field] = value
+        journal_ok = recorder_module.entry_problem({"type": "item", "evidence": item}) == ""
+        try:
+            check_item(item, "items[0]")
+            loader_ok = True
+        except DocumentError:
+            loader_ok = False
+        expected = journal_ok
+        if field == "duration_s" and value is None:
+            expected = False  # the journal's variation: seal writes a NaN as null
+        if field == "failure" and value == {}:
+            expected = False  # the loader's variation: a failure object names its four strings
+        if field in ("layer", "status") and type(value) is str:
+            expected = False  # "x" is no layer or status word: both refuse it (the vocabulary)
+            assert not journal_ok
+        assert loader_ok == expected, (field, value, journal_ok, loader_ok)
 
 
 def test_fsync_is_a_group_commit_and_every_line_is_written_at_once(tmp_path: Path,

@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
 
 __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
-    "IDENTITY_RECORD", "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
+    "IDENTITY_RECORD", "ITEM_FIELDS", "ITEM_RESULT_FIELDS", "ItemDict", "JournalSection",
+    "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
     "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict",
     "RuleBound", "RuleResult", "RuleVerdict", "RunSection", "SelectionCounts", "SelectionSection", "SummarySection",
     "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection",
@@ -454,15 +455,19 @@ class DocumentError(ValueError):
         self.message = message
 
 
-_ITEM_TYPES: tuple[tuple[str, type], ...] = (
+ITEM_FIELDS: tuple[tuple[str, type], ...] = (
     ("nodeid", str), ("matrix", str), ("layer", str), ("keys", dict), ("owner", str), ("status", str),
     ("records", list), ("artifacts", list))
-_ITEM_RESULT_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
-    ("started_at", (str,)), ("finished_at", (str,)), ("duration_s", (float, int)), ("failure", ()),
-    ("blocked_by", (str, type(None))), ("reason", (str, type(None))))
-"""An item's result fields: every item has written them since the first version (``asdict`` of the item result,
-then :meth:`~pytest_hetero.evidence.model.ItemEvidence.to_dict`), so a bundle of any version has them. ``failure``'s
-type (an object or null) is checked after the records, with its own message, as before."""
+"""An item's eight journaled fields with their JSON types: the one table both this loader (:func:`check_item`) and
+the journal's line check (:func:`pytest_hetero.evidence.recorder.entry_problem`) check an item against."""
+ITEM_RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "started_at": (str,), "finished_at": (str,), "duration_s": (float, int), "failure": (dict, type(None)),
+    "blocked_by": (str, type(None)), "reason": (str, type(None))}
+"""An item's result fields with their JSON types (a bool is no number): every item has written them since the first
+version (``asdict`` of the item result, then :meth:`~pytest_hetero.evidence.model.ItemEvidence.to_dict`), so a bundle
+of any version has them. The one table for both checks, with two stated variations: :func:`check_item` checks
+``failure``'s type after the records, with its own message (``is not a failure {…}``); a journal line may hold
+``duration_s: null`` (:func:`pytest_hetero.evidence.journal.seal` writes a NaN as null; the renderings read it as 0)."""
 _UNTESTED_TYPES: tuple[tuple[str, type], ...] = (("nodeid", str), ("layer", str), ("status", str), ("keys", dict))
 _SECTIONS: tuple[tuple[str, type], ...] = (
     ("run", dict), ("summary", dict), ("cleanup", dict), ("journal", dict), ("matrices", list), ("target", list),
@@ -536,12 +541,12 @@ def check_item(item: object, where: str) -> None:
     ``kind``/``at``/``data``, its failure's four strings); ``where`` prefixes the field path.
     The pytest plugin checks each item's evidence with it once the ``pytest_hetero_evidence`` hooks ran.
     Raises :class:`DocumentError` naming the first field that is wrong."""
-    _check(item, _ITEM_TYPES, where)
+    _check(item, ITEM_FIELDS, where)
     assert isinstance(item, dict)  # _check refused anything else
-    for name, types in _ITEM_RESULT_TYPES:
+    for name, types in ITEM_RESULT_FIELDS.items():
         if name not in item:
             raise DocumentError(f"{where}.{name}", "missing")
-        if types and type(item[name]) not in types:
+        if name != "failure" and type(item[name]) not in types:  # failure: checked below, with its own message
             raise DocumentError(f"{where}.{name}", f"is {_kind(item[name])}, not {_one_of(types)}")
     for r, record in enumerate(item["records"]):
         if (type(record) is not dict or type(record.get("kind")) is not str or type(record.get("at")) is not str

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
 from pytest_hetero.errors import BundleError, Location, MatrixError
-from pytest_hetero.evidence.document import ItemDict, LeftoverDict, RunSection
+from pytest_hetero.evidence.document import ITEM_FIELDS, ITEM_RESULT_FIELDS, ItemDict, LeftoverDict, RunSection
 from pytest_hetero.evidence.journal import JournalKey, JournalRead, Recover, no_recovery, read_lines, seal
 from pytest_hetero.evidence.model import SCHEMA, utc_now
 from pytest_hetero.evidence.spool import ItemSpool
@@ -425,17 +425,13 @@ ENTRY_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "end": {"at": str, "exit_status": int, "interrupted": bool},
 }
 """Journal entry type → the fields assembly reads, with their JSON types."""
-EVIDENCE_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "nodeid": str, "matrix": str, "layer": str, "keys": dict, "owner": str, "status": str, "records": list,
-    "artifacts": list}
-"""Fields every journaled item's evidence must carry, with their JSON types."""
-RESULT_FIELDS: dict[str, tuple[type, ...]] = {
-    "started_at": (str,), "finished_at": (str,), "duration_s": (float, int, type(None)),
-    "failure": (dict, type(None)), "blocked_by": (str, type(None)), "reason": (str, type(None))}
-"""An item's result fields with the exact JSON types they may hold in a line (a bool is no number): the fields the
-typed loader (:func:`pytest_hetero.evidence.document.check_item`) requires of every item, so the assembled
-document's readers (renderings, untested scope) can subscript them. ``duration_s`` may be null: :func:`.journal.seal`
-writes a NaN as null, and the renderings read a null duration as 0."""
+EVIDENCE_FIELDS: dict[str, type] = dict(ITEM_FIELDS)
+"""Fields every journaled item's evidence must carry, with their JSON types: the loader's table
+(:data:`pytest_hetero.evidence.document.ITEM_FIELDS`)."""
+RESULT_FIELDS: dict[str, tuple[type, ...]] = {**ITEM_RESULT_FIELDS, "duration_s": (float, int, type(None))}
+"""An item's result fields with the exact JSON types they may hold in a line: the loader's table
+(:data:`pytest_hetero.evidence.document.ITEM_RESULT_FIELDS`, so the assembled document's readers can subscript
+them), with its one stated variation: ``duration_s`` may be null (:func:`.journal.seal` writes a NaN as null)."""
 
 
 def entry_problem(entry: Any) -> str:
@@ -485,11 +481,8 @@ def _vocabulary_problem(evidence: dict[str, Any]) -> str:
 def _good_item(ev: Any) -> bool:
     """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int), the
     status and layer are the vocabulary's, and the RESULT_FIELDS are present with their types."""
-    return (type(ev) is dict and type(ev.get("nodeid")) is str and type(ev.get("matrix")) is str
-            and type(ev.get("layer")) is str and ev["layer"] in LAYERS and type(ev.get("keys")) is dict
-            and type(ev.get("owner")) is str and type(ev.get("status")) is str and ev["status"] in STATUSES
-            and type(ev.get("records")) is list
-            and type(ev.get("artifacts")) is list
+    return (type(ev) is dict and all(type(ev.get(name)) is typ for name, typ in ITEM_FIELDS)
+            and ev["layer"] in LAYERS and ev["status"] in STATUSES
             and all(name in ev and type(ev[name]) in types for name, types in RESULT_FIELDS.items()))
 
 
