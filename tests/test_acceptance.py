@@ -108,6 +108,14 @@ def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: d
      "rule 'x': a golden sample's tolerance must be a number"),
     ("  - {name: x, golden: {samples: []}}\n",
      "rule 'x': golden samples is empty: it would prove nothing"),
+    ("  - {name: x, golden: {field: [1], samples: [{index: 0, expected: 1}]}}\n",
+     "rule 'x': golden.field names an outputs list, as text ([1])"),
+    ("  - {name: x, golden: {key: '', samples: [{index: 0, expected: 1}]}}\n",
+     "rule 'x': golden.key names an outputs list, as text ('')"),
+    ("  - {name: x, golden: {feild: labels, samples: [{index: 0, expected: 1}]}}\n",
+     "rule 'x': unknown key 'feild' in golden"),
+    ("  - {name: x, latency: {percentile: 95, max_ms: 20, field: {a: 1}}, self_reported: true}\n",
+     "rule 'x': latency.field names an outputs list, as text ({'a': 1})"),
     ("  - {name: x, metric: acuracy, op: '>=', value: 0.9}\n",
      "rule 'x': unknown metric 'acuracy': the gate computes accuracy, balanced_accuracy, precision_macro, "
      "recall_macro, f1_macro, precision_weighted, recall_weighted, f1_weighted, precision[<class>], "

@@ -328,7 +328,33 @@ def _check_rule(rule: dict[str, object], name: str, kind: str, loc: Location) ->
                             loc, "e.g. latency: {percentile: 95, max_ms: 20}")
     if kind == "golden":
         _check_golden(name, rule["golden"], loc)
+    if kind in ("golden", "latency"):
+        _check_body_keys(name, kind, rule[kind], loc)
     _check_common(rule, name, kind, loc)
+
+
+_BODY_KEYS: dict[str, tuple[str, ...]] = {"golden": ("samples", "field", "key"),
+                                          "latency": ("percentile", "max_ms", "field")}
+"""The keys a golden and a latency rule's body may have; ``field`` and ``key`` name outputs lists (strings)."""
+_BODY_EXAMPLES: dict[tuple[str, str], str] = {("golden", "field"): "predictions", ("golden", "key"): "indices",
+                                              ("latency", "field"): "latency_ms"}
+"""Each naming key's default, shown in the hint."""
+
+
+def _check_body_keys(name: str, kind: str, body: dict[str, object], loc: Location) -> None:
+    """A golden or latency body has only its own keys, and its ``field``/``key`` (the outputs lists it reads) are
+    non-empty strings. Raises :class:`CaseError`: a body written otherwise was judged only when a model's outputs
+    arrived, and then blamed on the model (``golden.field: [1]`` became "TypeError: unhashable type" owned by
+    the algorithm team)."""
+    allowed = _BODY_KEYS[kind]
+    for key, value in body.items():
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            raise CaseError(f"rule '{name}': unknown key {key!r} in {kind}", loc,
+                            f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(allowed)}")
+        if key in ("field", "key") and (not isinstance(value, str) or not value):
+            raise CaseError(f"rule '{name}': {kind}.{key} names an outputs list, as text ({value!r})", loc,
+                            f"e.g. {key}: {_BODY_EXAMPLES[kind, key]}")
 
 
 def _check_golden(name: str, gold: Any, loc: Location) -> None:
