@@ -341,12 +341,14 @@ _BODY_EXAMPLES: dict[tuple[str, str], str] = {("golden", "field"): "predictions"
 """Each naming key's default, shown in the hint."""
 
 
-def _check_body_keys(name: str, kind: str, body: dict[str, object], loc: Location) -> None:
+def _check_body_keys(name: str, kind: str, body: object, loc: Location) -> None:
     """A golden or latency body has only its own keys, and its ``field``/``key`` (the outputs lists it reads) are
     non-empty strings. Raises :class:`CaseError`: a body written otherwise was judged only when a model's outputs
     arrived, and then blamed on the model (``golden.field: [1]`` became "TypeError: unhashable type" owned by
     the algorithm team)."""
     allowed = _BODY_KEYS[kind]
+    if not isinstance(body, dict):
+        return  # refused above (_check_golden, the latency check)
     for key, value in body.items():
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1)
