@@ -223,6 +223,16 @@ def test_wrong_type_says_what_to_write(tmp_path: Path) -> None:
     assert problem.hint == "write a number (e.g. 2 or 0.5, without quotes)"
 
 
+def test_a_value_of_none_of_a_fields_forms_is_shown_the_forms(tmp_path: Path) -> None:
+    """A field taking one of several forms (``coverage``: ``every`` or ``{sample: N}`` or ``{share: F}``) written
+    as null got jsonschema's bare "None is not valid under any of the given schemas" with no hint; the hint now
+    shows the schema's examples of the field."""
+    err = load_text(tmp_path, GOOD.replace("requests: {cpu: 2}", "requests: {cpu: 2}\n      coverage: null"))
+    (problem,) = err.problems
+    assert (problem.location.line, problem.location.field) == (9, "spec.resources[0:cpu-a].coverage")
+    assert problem.hint == 'write it like "every" or {"sample": 8} or {"share": 0.25}'
+
+
 def test_empty_entry_says_it_is_null(tmp_path: Path) -> None:
     err = load_text(tmp_path, GOOD.replace("  resources:\n", "  resources:\n    -\n"))
     (problem,) = err.problems

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pytest_hetero import LAYERS
 from pytest_hetero.durations import parse_duration
@@ -56,6 +56,9 @@ from pytest_hetero.matrix.training import parse_training
 from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, dotted, parse_yaml, read_yaml
 from pytest_hetero.safeio import Unreadable, read_file, read_local, resolved
 from pytest_hetero.usercache import cache_dir, installed_files
+
+if TYPE_CHECKING:  # annotations only: jsonschema is imported when a matrix is validated
+    from jsonschema.exceptions import ValidationError
 
 Dimension = Literal["resource", "image", "model", "dataset"]
 
@@ -196,6 +199,23 @@ def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
     return problems
 
 
+def _value_hint(best: ValidationError) -> str:
+    """What to write instead of the value a jsonschema ``ValidationError`` (``best``) refused, for the validators
+    that judge one value (``const``/``enum``, ``type``, ``oneOf``/``anyOf`` with ``examples``, bounds and
+    patterns); empty for any other."""
+    if best.validator in ("const", "enum"):
+        return f"use one of: {best.validator_value!r}"
+    if best.validator == "type":  # validator_value: the schema's "type", a name or a list of names
+        return type_hint(cast("str | list[str]", best.validator_value), best.instance)
+    if best.validator in ("oneOf", "anyOf") and isinstance(best.schema, dict) and best.schema.get("examples"):
+        # no branch fits (jsonschema: "None is not valid under any of the given schemas"): show the forms
+        return "write it like " + " or ".join(json.dumps(x) for x in best.schema["examples"])
+    if best.validator in ("minimum", "exclusiveMinimum", "maximum", "minLength", "minItems", "pattern"):
+        return PATTERN_HINTS.get(str(best.validator_value),
+                                 f"change the value to satisfy {best.validator} {best.validator_value!r}")
+    return ""
+
+
 def _validate(data: Any, pos: Positions, file: str) -> list[MatrixError]:
     import jsonschema
 
@@ -227,13 +247,8 @@ def _validate(data: Any, pos: Positions, file: str) -> list[MatrixError]:
             hint = "compute it with `sha256sum FILE`"
         elif best.validator == "pattern" and path and path[-1] == "name":
             hint = "use lowercase letters, digits, '-', '.', '_' (DNS-label style)"
-        elif best.validator in ("const", "enum"):
-            hint = f"use one of: {best.validator_value!r}"
-        elif best.validator == "type":
-            hint = type_hint(best.validator_value, best.instance)
-        elif best.validator in ("minimum", "exclusiveMinimum", "maximum", "minLength", "minItems", "pattern"):
-            hint = PATTERN_HINTS.get(str(best.validator_value),
-                                     f"change the value to satisfy {best.validator} {best.validator_value!r}")
+        else:
+            hint = _value_hint(best)
         hint = REDACT_HINT if path[:2] == ("spec", "redact") else hint  # an entry's shape is what helps
         line, col = pos.of(path, key=key_pos)
         problems.append(MatrixError(message, Location(file, line, col, field), hint))
