@@ -224,3 +224,25 @@ def test_a_hook_that_leaves_a_malformed_record_errors_its_item_and_the_bundle_st
     assert not any(r.get("kind") == "lab.half" for i in evidence["items"] for r in i["records"])
     assert hetero(["render", str(bundle), "--format", "md", "--out", str(tmp_path / "s.md")]) == 0
 
+
+
+NAN_DURATION_HOOK = """
+def pytest_hetero_evidence(evidence):
+    if evidence["layer"] == "discovery":
+        evidence["duration_s"] = float("nan")
+"""
+
+
+def test_a_hook_that_leaves_a_nan_duration_errors_its_item_and_the_bundle_loads(
+        lab: Path, pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A NaN duration has no JSON form: the journal wrote it as null, which the verifying loader refuses, so the
+    gate wrote a bundle its own ``hetero render`` refused. The item's check refuses it like any shape problem."""
+    pytester.makeconftest(NAN_DURATION_HOOK)
+    pytester.runpytest("-p", "labplugin", "-p", "no:cacheprovider", "--hetero-run-id", "r5")
+    bundle = lab / "reports" / "r5"
+    evidence = json.loads((bundle / "evidence.json").read_text())
+    discovery = next(i for i in evidence["items"] if i["layer"] == "discovery")
+    assert discovery["status"] == "error"
+    assert "evidence.duration_s: is nan, not a finite number of seconds" in discovery["failure"]["message"]
+    assert all(type(i["duration_s"]) is float for i in evidence["items"])
+    assert hetero(["render", str(bundle), "--format", "md", "--out", str(tmp_path / "s.md")]) == 0

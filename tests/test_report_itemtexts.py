@@ -5,7 +5,6 @@ a text is used only for an item whose journal line this process sealed and assem
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -41,7 +40,7 @@ def _item(n: int, text: str) -> dict[str, Any]:
         "nodeid": f"{PREFIX}::res-{n}::{text[:12]}::{layer}", "matrix": PREFIX, "layer": layer,
         "keys": {"resource": f"res-{n}", "model": text}, "owner": f"team {text}", "status": status,
         "started_at": "2026-11-29T10:00:00.000000Z", "finished_at": "2026-11-29T10:00:01.250000Z",
-        "duration_s": math.nan if n == 3 else 1.25 + n,
+        "duration_s": 0.0 if n == 3 else 1.25 + n,
         "records": [{"kind": "business.rules", "at": "2026-11-29T10:00:01.000000Z",
                      "data": {"results": [{"name": f"rule {text}", "kind": "metric", "metric": "accuracy",
                                            "expected": ">= 0.9", "observed": 0.5 + n / 100, "unit": "%",
@@ -99,7 +98,7 @@ def test_texts_rendered_as_items_are_journaled_are_the_finishs_bytes(tmp_path: P
     assert tests[f"{PREFIX}::res-4::lone \ufffd surro::business"]["extra"]["rules"][0]["observed"] == 0.54
     assert "[[PROPERTY|owner=team xml &lt;&amp;&gt;\"' %5D%5D&gt; %5B%5BPROPERTY%7Cowner=evil%5D%5D 100%25]]" \
         in junit.decode()  # escaped for XML, and the brackets and bar cannot open a property
-    assert tests[f"{PREFIX}::res-3::bidi gnp.ex::model"]["duration"] == 0  # bidi override gone; NaN journaled null
+    assert tests[f"{PREFIX}::res-3::bidi gnp.ex::model"]["duration"] == 0  # bidi override gone
     texts.close()
     assert texts.ctrf(doc["items"][0]) is None  # closed: nothing is kept, and the spool file is gone
 

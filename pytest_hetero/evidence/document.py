@@ -17,6 +17,7 @@ clear message, not later as a ``KeyError`` in a renderer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, cast, final
 
@@ -465,9 +466,9 @@ ITEM_RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "blocked_by": (str, type(None)), "reason": (str, type(None))}
 """An item's result fields with their JSON types (a bool is no number): every item has written them since the first
 version (``asdict`` of the item result, then :meth:`~pytest_hetero.evidence.model.ItemEvidence.to_dict`), so a bundle
-of any version has them. The one table for both checks, with two stated variations: :func:`check_item` checks
-``failure``'s type after the records, with its own message (``is not a failure {…}``); a journal line may hold
-``duration_s: null`` (:func:`pytest_hetero.evidence.journal.seal` writes a NaN as null; the renderings read it as 0)."""
+of any version has them. The one table for both checks, with one stated variation: :func:`check_item` checks
+``failure``'s type after the records, with its own message (``is not a failure {…}``). ``duration_s`` is also
+finite (:func:`check_item` refuses a NaN or ±Infinity, which JSON cannot hold and the journal would write as null)."""
 _UNTESTED_TYPES: tuple[tuple[str, type], ...] = (("nodeid", str), ("layer", str), ("status", str), ("keys", dict))
 _SECTIONS: tuple[tuple[str, type], ...] = (
     ("run", dict), ("summary", dict), ("cleanup", dict), ("journal", dict), ("matrices", list), ("target", list),
@@ -548,6 +549,8 @@ def check_item(item: object, where: str) -> None:
             raise DocumentError(f"{where}.{name}", "missing")
         if name != "failure" and type(item[name]) not in types:  # failure: checked below, with its own message
             raise DocumentError(f"{where}.{name}", f"is {_kind(item[name])}, not {_one_of(types)}")
+    if not math.isfinite(item["duration_s"]):  # a hook's NaN (the bundle loader refuses a NaN token itself)
+        raise DocumentError(f"{where}.duration_s", f"is {item['duration_s']!r}, not a finite number of seconds")
     for r, record in enumerate(item["records"]):
         if (type(record) is not dict or type(record.get("kind")) is not str or type(record.get("at")) is not str
                 or type(record.get("data")) is not dict):

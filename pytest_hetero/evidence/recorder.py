@@ -428,10 +428,10 @@ ENTRY_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
 EVIDENCE_FIELDS: dict[str, type] = dict(ITEM_FIELDS)
 """Fields every journaled item's evidence must carry, with their JSON types: the loader's table
 (:data:`pytest_hetero.evidence.document.ITEM_FIELDS`)."""
-RESULT_FIELDS: dict[str, tuple[type, ...]] = {**ITEM_RESULT_FIELDS, "duration_s": (float, int, type(None))}
+RESULT_FIELDS: dict[str, tuple[type, ...]] = ITEM_RESULT_FIELDS
 """An item's result fields with the exact JSON types they may hold in a line: the loader's table
-(:data:`pytest_hetero.evidence.document.ITEM_RESULT_FIELDS`, so the assembled document's readers can subscript
-them), with its one stated variation: ``duration_s`` may be null (:func:`.journal.seal` writes a NaN as null)."""
+(:data:`pytest_hetero.evidence.document.ITEM_RESULT_FIELDS`), so the assembled document's readers can subscript
+them and the finish never writes a document its own loader refuses."""
 
 
 def entry_problem(entry: Any) -> str:
