@@ -25,14 +25,24 @@ def test_example_serving_matrix(pytester: pytest.Pytester, monkeypatch: pytest.M
     (pytester.path / "cases").symlink_to(REPO / "cases", target_is_directory=True)
     shutil.copy(REPO / "matrices" / "example-serving.matrix.yaml", pytester.path / "matrices")
     result = pytester.runpytest("matrices/example-serving.matrix.yaml", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=4, skipped=1)
+    ev = evidence_of(pytester)
+    model = items_of(ev)[f"cpu-host::py-current::{COMBO}::model"]
+    levels = records(model, "serving.load")
+    # two rules are wall-clock bounds of this host (p95 ≤ 500 ms at every level, ≥ 20 req/s at 8 in flight): on a
+    # 2-core CI host under the suite's other workers the gate can rightly fail them, so the test asserts the
+    # gate's verdict on them is the one the recorded measurements give, and everything else as on any host
+    host_fast = all(lv["latency_ms"]["p95"] <= 500 for lv in levels) and all(
+        lv["requests_per_s"] >= 20 for lv in levels if lv["concurrency"] == 8)
+    if host_fast:
+        result.assert_outcomes(passed=4, skipped=1)
+    else:
+        result.assert_outcomes(passed=3, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*[[]serving[]] digits@2.0.0 concurrency 1: done, 360 requests in * s, * req/s, 0 errors",
                                  "*[[]serving[]] digits@2.0.0 concurrency 8: done, 360 requests in * s, * req/s, 0 errors"])
-    ev = evidence_of(pytester)
     assert statuses(ev) == {
         "cpu-host::discovery": "passed", "cpu-host::scheduling": "not_applicable",
         "cpu-host::py-current::startup": "passed", f"cpu-host::py-current::{COMBO}::model": "passed",
-        f"cpu-host::py-current::{COMBO}::business": "passed",
+        f"cpu-host::py-current::{COMBO}::business": "passed" if host_fast else "failed",
     }
     items = items_of(ev)
     startup = items["cpu-host::py-current::startup"]
@@ -44,8 +54,6 @@ def test_example_serving_matrix(pytester: pytest.Pytester, monkeypatch: pytest.M
     assert records(startup, "serving.auth") == [{
         "protected": True, "token_env": "HETERO_DIGITS_TOKEN", "path": "/v2/models/digits",
         "unauthenticated_status": 401, "refused": True}]
-    model = items[f"cpu-host::py-current::{COMBO}::model"]
-    levels = records(model, "serving.load")
     assert [(lv["concurrency"], lv["requests"], lv["ok"], lv["errors"], lv["status_counts"]) for lv in levels] == [
         (1, 360, 360, 0, {"200": 360}), (8, 360, 360, 0, {"200": 360})]
     assert all(lv["requests_per_s"] > 0 and lv["latency_ms"]["p95"] > 0 and lv["ttfb_ms"] is None for lv in levels)
@@ -68,4 +76,11 @@ def test_example_serving_matrix(pytester: pytest.Pytester, monkeypatch: pytest.M
     assert observed["accuracy-floor"] == (0.963889, "pass")
     assert observed["golden-samples"] == ("10/10 match", "pass")
     assert observed["no-errors"] == ("c=1: 0.0000 (0/360); c=8: 0.0000 (0/360)", "pass")
-    assert [v for _, v in observed.values()] == ["pass"] * 5
+    p95_ok = all(lv["latency_ms"]["p95"] <= 500 for lv in levels)
+    rps_ok = all(lv["requests_per_s"] >= 20 for lv in levels if lv["concurrency"] == 8)
+    assert (observed["latency-p95"][1], observed["throughput-floor"][1]) == (
+        "pass" if p95_ok else "fail", "pass" if rps_ok else "fail")
+    assert [v for _, v in observed.values()] == ["pass"] * 3 + [observed["latency-p95"][1],
+                                                                 observed["throughput-floor"][1]]
+    if not host_fast:
+        assert (business["failure"]["category"], business["failure"]["owner_category"]) == ("acceptance_failed", "business")
