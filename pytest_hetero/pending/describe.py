@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
 from pytest_hetero.pending.model import Reason, as_map, conditions_of, make_reason, mappings_of
+from pytest_hetero.pending.objects import EventObject, KubeObject
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 from pytest_hetero.pending.startup import (
     PULL,
@@ -303,13 +304,11 @@ def parse_event_object(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from one core/v1 or events.k8s.io/v1 Event dict. A Normal event is read as an event
     row is (:func:`pytest_hetero.pending.events.classify_row`): ``[]`` unless it carries a refusal, as
     Volcano's ``queue resource quota insufficient`` / ``resource in cluster is overused`` do."""
-    message = str(obj.get("message") or obj.get("note") or "")
-    reason = str(obj.get("reason", ""))
-    source = as_map(obj.get("source"), "source")
-    component = str(
-        source.get("component") or obj.get("reportingComponent") or obj.get("reportingController") or ""
-    )
-    if str(obj.get("type", "Warning")) == "Normal":
+    event = EventObject.parse(obj)
+    message, reason = event.message, event.reason
+    as_map(event.source, "source")  # refused when not a mapping (its component is event.component)
+    component = str(event.component or event.reporting_component or event.reporting_controller or "")
+    if event.type == "Normal":
         from pytest_hetero.pending.events import EventRow, classify_row  # events imports this module
 
         return classify_row(EventRow(type="Normal", reason=reason, message=message, source=component))
@@ -325,10 +324,11 @@ def parse_event_object(obj: Mapping[str, object]) -> list[Reason]:
 
 def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a Pod dict: PodScheduled=False, kubelet rejections, container statuses."""
-    status = as_map(obj.get("status"), "status")
-    spec = as_map(obj.get("spec"), "spec")
+    parsed = KubeObject.parse(obj)
+    status = as_map(parsed.status_value, "status")
+    spec = as_map(parsed.spec_value, "spec")
     reasons: list[Reason] = []
-    for cond in conditions_of(status.get("conditions"), "status.conditions"):
+    for cond in conditions_of(parsed.status_conditions, "status.conditions"):
         if cond.type != "PodScheduled" or cond.status == "True":
             continue
         message = cond.message or ""
