@@ -158,11 +158,17 @@ def _pod_admission(lines: list[str]) -> list[Reason]:
     """The kubelet admission reason in the pod-level ``Reason:``/``Message:`` fields (those before the
     ``Containers:`` section), if any."""
     containers_at = next((i for i, ln in enumerate(lines) if re.match(r"^\s*(?:Init )?Containers:", ln)), len(lines))
-    top = {m.group(1): m.group(2).strip() for line in lines[:containers_at]
-           for m in [re.match(r"^(Reason|Message):\s+(.*)$", line)] if m}
-    if "Reason" not in top:
+    reason: str | None = None
+    message = ""
+    for line in lines[:containers_at]:
+        m = re.match(r"^(Reason|Message):\s+(.*)$", line)
+        if m and m.group(1) == "Reason":
+            reason = m.group(2).strip()
+        elif m:
+            message = m.group(2).strip()
+    if reason is None:
         return []
-    admitted = kubelet_admission(top["Reason"], top.get("Message", ""))
+    admitted = kubelet_admission(reason, message)
     return [admitted] if admitted is not None else []
 
 

@@ -158,21 +158,21 @@ def parse_podgroup(obj: Mapping[str, object]) -> list[Reason]:
                 "Unschedulable", "Uninqueueable"):
             continue
         detail = {k: v for k, v in {**base, "condition_reason": cond.reason or ""}.items() if v}
-        reasons += _condition(cond.message or "", detail)
+        reasons += _condition(cond.message or "", cond.reason or "", detail)
     return reasons
 
 
-def _condition(message: str, detail: dict[str, str]) -> list[Reason]:
+def _condition(message: str, reason: str, detail: dict[str, str]) -> list[Reason]:
+    """The reasons of one PodGroup condition: its ``message``, its ``reason`` ("" when none) and the ``detail``
+    every reason carries."""
     found = parse_gang_message(message, detail=detail) or classify_queue_text(message)
     if found:
         return found
-    if detail.get("condition_reason") == "NotInqueueable":
+    if reason == "NotInqueueable":
         text = message or "NotInqueueable"
         return [make_reason("volcano", "queue_quota_insufficient", text, detail=detail)]
-    if detail.get("condition_reason") in ("NotEnoughResources", "NotEnoughPods"):
-        return [
-            make_reason("volcano", "gang_unschedulable", message or detail["condition_reason"], detail=detail)
-        ]
+    if reason in ("NotEnoughResources", "NotEnoughPods"):
+        return [make_reason("volcano", "gang_unschedulable", message or reason, detail=detail)]
     if message.strip():
         return [make_reason("volcano", "unknown", message.strip(), detail=detail)]
     return []
@@ -196,13 +196,14 @@ def parse_podgroup_text(text: str) -> list[Reason]:
             current = ""
     if "Message" not in fields:
         return []
+    reason = fields.get("Reason", "")
     detail = {
         k: v
         for k, v in {
             "phase": fields.get("Phase", ""),
-            "condition_reason": fields.get("Reason", ""),
+            "condition_reason": reason,
             "condition_type": fields.get("Type", ""),
         }.items()
         if v
     }
-    return _condition(fields["Message"], detail)
+    return _condition(fields["Message"], reason, detail)
