@@ -1,5 +1,6 @@
 """Kubernetes objects pasted as YAML/JSON (``kubectl get -o yaml|json``), parsed once, at the edge, into frozen
-shapes holding the fields the explain readers use: :class:`KubeObject` (any object), then by kind
+shapes holding the fields the explain readers use: :class:`KubeObject` (any object's top level, shared with the
+pending readers: :mod:`pytest_hetero.pending.objects`), then by kind
 :class:`NodeObject`, :class:`WorkloadObject` (Kueue), :class:`PodGroupObject`, :class:`VcJobObject` and
 :class:`QueueObject` (Volcano), and :class:`KubeEvent` (a ``core/v1`` or ``events.k8s.io/v1`` Event).
 
@@ -16,6 +17,10 @@ from typing import NamedTuple
 
 from pytest_hetero.explain.model import Value
 from pytest_hetero.pending.events import EventRow
+from pytest_hetero.pending.objects import EventObject, KubeObject
+
+__all__ = ["KubeCondition", "KubeEvent", "KubeObject", "NodeObject", "PodGroupObject", "PodSetAssignment",
+           "QueueObject", "VcJobObject", "WorkloadObject", "conditions", "scalar"]
 
 
 def scalar(value: object) -> Value:
@@ -51,40 +56,6 @@ def _objects(value: object) -> list[Mapping[str, object]]:
     return [entry for entry in value if isinstance(entry, Mapping)]
 
 
-@dataclass(frozen=True)
-class KubeObject:
-    """A parsed YAML/JSON mapping read as a Kubernetes object: ``kind`` and ``api`` (``apiVersion``) as text ("" when
-    absent), ``name`` (``metadata.name`` as text; None when absent or null), its ``metadata`` and ``spec`` mappings
-    (empty when absent or not a mapping), its ``status`` mapping (None when absent or not a mapping: a kind-less
-    node status is the object itself), ``items`` (the list of a ``…List``; None when not a list) and the ``whole``
-    mapping."""
-
-    kind: str
-    api: str
-    name: str | None
-    metadata: Mapping[str, object]
-    spec: Mapping[str, object]
-    status: Mapping[str, object] | None
-    items: list[object] | None
-    whole: Mapping[str, object]
-
-    @classmethod
-    def parse(cls, obj: Mapping[str, object]) -> KubeObject:
-        """Read ``obj``'s kind, apiVersion, metadata (and its name), spec, status and items. Never raises."""
-        meta, spec, status, items = obj.get("metadata"), obj.get("spec"), obj.get("status"), obj.get("items")
-        metadata: Mapping[str, object] = meta if isinstance(meta, Mapping) else {}
-        name = metadata.get("name")
-        return cls(kind=str(obj.get("kind", "")), api=str(obj.get("apiVersion", "")),
-                   name=None if name is None else str(name), metadata=metadata,
-                   spec=spec if isinstance(spec, Mapping) else {},
-                   status=status if isinstance(status, Mapping) else None,
-                   items=items if isinstance(items, list) else None, whole=obj)
-
-    def status_or_empty(self) -> Mapping[str, object]:
-        """The status mapping, empty when the object has none."""
-        return self.status if self.status is not None else {}
-
-
 class KubeCondition(NamedTuple):
     """A ``status.conditions[]`` entry as written: ``type`` as text (``str`` of the value: "None" when absent),
     ``status`` and ``reason`` as written (None when absent), ``message`` as written ("" when absent)."""
@@ -95,11 +66,11 @@ class KubeCondition(NamedTuple):
     message: object
 
 
-def conditions(status: Mapping[str, object]) -> tuple[KubeCondition, ...]:
-    """The mapping entries of ``status.conditions`` (none when absent, null or empty), in order; raises as
-    :func:`_objects` does."""
+def conditions(value: object) -> tuple[KubeCondition, ...]:
+    """The mapping entries of a ``conditions`` list as written (none when absent, null or empty), in order; raises
+    as :func:`_objects` does."""
     return tuple(KubeCondition(str(c.get("type")), c.get("status"), c.get("reason"), c.get("message", ""))
-                 for c in _objects(status.get("conditions")))
+                 for c in _objects(value))
 
 
 @dataclass(frozen=True)
@@ -122,7 +93,8 @@ class NodeObject:
     def parse(cls, obj: KubeObject) -> NodeObject:
         """Read the node fields of ``obj``. Raises AttributeError/TypeError as the readers always did when
         ``capacity``/``allocatable`` is not a mapping or ``addresses`` not iterable."""
-        status = obj.status if obj.status is not None else obj.whole
+        status, found = (obj.status, obj.status_conditions) if obj.status is not None else (obj.whole,
+                                                                                           obj.own_conditions)
         addresses = {str(a.get("type")): str(a.get("address")) for a in _objects(status.get("addresses"))}
         taints = tuple(f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
                        for t in _objects(obj.spec.get("taints")))
@@ -131,7 +103,7 @@ class NodeObject:
                           if str(key).startswith("hami.io/node-") and str(key).endswith("-register"))
         return cls(name=obj.name or addresses.get("Hostname") or None, addresses=addresses,
                    capacity=_resources(status.get("capacity")), allocatable=_resources(status.get("allocatable")),
-                   labels=_texts(obj.metadata.get("labels")), taints=taints, conditions=conditions(status),
+                   labels=_texts(obj.metadata.get("labels")), taints=taints, conditions=conditions(found),
                    hami_registers=registers)
 
 
@@ -161,7 +133,8 @@ class WorkloadObject:
         admission: Mapping[str, object] = found if isinstance(found, Mapping) else {}
         assignments = tuple(PodSetAssignment(_resources(ps.get("flavors")), _resources(ps.get("resourceUsage")))
                             for ps in _objects(admission.get("podSetAssignments")))
-        return cls({c.type: c for c in conditions(status)}, scalar(admission.get("clusterQueue")), assignments)
+        return cls({c.type: c for c in conditions(obj.status_conditions)}, scalar(admission.get("clusterQueue")),
+                   assignments)
 
 
 @dataclass(frozen=True)
@@ -244,17 +217,9 @@ class KubeEvent:
 
     @classmethod
     def parse(cls, item: Mapping[str, object]) -> KubeEvent:
-        """Read the event fields of ``item``. Never raises."""
-        involved = item.get("involvedObject") or item.get("regarding") or {}
-        inv: Mapping[str, object] = involved if isinstance(involved, Mapping) else {}
-        found, count = item.get("source"), item.get("count")
-        source: Mapping[str, object] = found if isinstance(found, Mapping) else {}
-        component = source.get("component")
-        row = EventRow(str(item.get("type", "Warning")), str(item.get("reason", "")),
-                       str(item.get("message") or item.get("note") or ""),
-                       count=count if isinstance(count, int) else None,
-                       source=str(component or item.get("reportingComponent") or ""),
-                       object=f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}" if inv else "",
-                       namespace=str(inv.get("namespace", "")))
-        stamps = tuple(str(t) for t in (item.get("firstTimestamp"), item.get("lastTimestamp")) if t)
-        return cls(row, stamps)
+        """Read the event fields of ``item`` (:class:`EventObject`). Never raises."""
+        event = EventObject.parse(item)
+        row = EventRow(event.type, event.reason, event.message, count=event.count,
+                       source=str(event.component or event.reporting_component or ""), object=event.involved,
+                       namespace=event.namespace)
+        return cls(row, event.timestamps)

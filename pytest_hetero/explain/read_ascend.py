@@ -25,12 +25,12 @@ def read_npu_table(ctx: Ctx, piece: Piece) -> list[Finding]:
     kind = "npu-smi"
     version_idx = [i for i, ln in enumerate(lines) if "npu-smi" in ln and "Version" in ln]
     width = {len(ln) for ln in lines if ln.strip().startswith(("|", "+"))}
+    npus, chips = inv.extra.get("npu_count"), inv.extra.get("chip_count")  # the table probe's counts
     out = [make(kind, "npu_report", category="inventory", severity="ok",
-                meaning=f"npu-smi {inv.tool_version}: {inv.extra.get('npu_count')} NPU(s), "
-                        f"{inv.extra.get('chip_count')} chip(s)",
+                meaning=f"npu-smi {inv.tool_version}: {npus} NPU(s), {chips} chip(s)",
                 lines=ctx.src(version_idx, piece.start),
                 quantities={"tool_version": inv.tool_version, "driver_version": inv.driver_version,
-                            "npus": inv.extra.get("npu_count"), "chips": inv.extra.get("chip_count"),
+                            "npus": npus, "chips": chips,
                             "table_width": max(width) if width else None,
                             "warnings": "; ".join(inv.warnings) or None})]
     for problem in inv.global_errors:

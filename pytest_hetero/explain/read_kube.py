@@ -227,15 +227,14 @@ def _node_head(ctx: Ctx, piece: Piece, node: NodeText, name: str | None) -> list
     head = node.lines_of("Name", "Roles", "CreationTimestamp", "Unschedulable")
     if not (head or name):
         return []
-    q: dict[str, Value] = {"roles": node.fields.get("Roles"), "created": node.fields.get("CreationTimestamp"),
-                           "unschedulable": node.fields.get("Unschedulable"),
-                           "lease_renew": node.lease.get("RenewTime"), "internal_ip": node.addresses.get("InternalIP")}
-    created, renewed = node.fields.get("CreationTimestamp", ""), node.lease.get("RenewTime", "")
+    q: dict[str, Value] = {"roles": node.roles, "created": node.created, "unschedulable": node.unschedulable,
+                           "lease_renew": node.lease_renew, "internal_ip": node.internal_ip}
+    created, renewed = node.created or "", node.lease_renew or ""
     tc, tr = re.search(r"(\d\d):(\d\d):(\d\d)", created), re.search(r"(\d\d):(\d\d):(\d\d)", renewed)
     if tc and tr and created[:16] == renewed[:16]:
         q["lease_renewed_s_after_creation"] = (int(tr.group(3)) - int(tc.group(3))) + 60 * (
             int(tr.group(2)) - int(tc.group(2)))
-    roles = f", roles {node.fields['Roles']}" if node.fields.get("Roles") else ""
+    roles = f", roles {node.roles}" if node.roles else ""
     return [make(_DESCRIBE_NODE, "node", category="node", severity="ok",
                  meaning=f"node {name or '?'}{roles}",
                  lines=ctx.src(head + node.lines_of("Lease.RenewTime"), piece.start), entity={"node": name},
@@ -246,7 +245,7 @@ def _node_health(ctx: Ctx, piece: Piece, node: NodeText, name: str | None) -> li
     """A cordoned node (``Unschedulable: true``) and each bad condition (Ready not True, any other
     condition True)."""
     out: list[Finding] = []
-    if node.fields.get("Unschedulable", "").lower() == "true":
+    if (node.unschedulable or "").lower() == "true":
         out.append(make(_DESCRIBE_NODE, "node_unschedulable", category="node-health", failure="node_unschedulable",
                         severity="error", meaning="the node is cordoned (Unschedulable: true)",
                         lines=ctx.src(node.lines_of("Unschedulable"), piece.start), entity={"node": name}))
@@ -299,7 +298,7 @@ def read_describe_node(ctx: Ctx, piece: Piece) -> list[Finding]:
     (cordon, conditions), resources, HAMi annotations, then its events, in that order."""
     lines = ctx.lines(piece)
     node = parse_describe_node(lines)
-    name = node.fields.get("Name") or node.labels.get("kubernetes.io/hostname")
+    name = node.name or node.labels.get("kubernetes.io/hostname")
     kind = _DESCRIBE_NODE
     out = _node_head(ctx, piece, node, name)
     if node.labels:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
 from pytest_hetero.pending.model import Reason, as_map, conditions_of, make_reason, mappings_of
+from pytest_hetero.pending.objects import EventObject, KubeObject
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 from pytest_hetero.pending.startup import (
     PULL,
@@ -157,11 +158,17 @@ def _pod_admission(lines: list[str]) -> list[Reason]:
     """The kubelet admission reason in the pod-level ``Reason:``/``Message:`` fields (those before the
     ``Containers:`` section), if any."""
     containers_at = next((i for i, ln in enumerate(lines) if re.match(r"^\s*(?:Init )?Containers:", ln)), len(lines))
-    top = {m.group(1): m.group(2).strip() for line in lines[:containers_at]
-           for m in [re.match(r"^(Reason|Message):\s+(.*)$", line)] if m}
-    if "Reason" not in top:
+    reason: str | None = None
+    message = ""
+    for line in lines[:containers_at]:
+        m = re.match(r"^(Reason|Message):\s+(.*)$", line)
+        if m and m.group(1) == "Reason":
+            reason = m.group(2).strip()
+        elif m:
+            message = m.group(2).strip()
+    if reason is None:
         return []
-    admitted = kubelet_admission(top["Reason"], top.get("Message", ""))
+    admitted = kubelet_admission(reason, message)
     return [admitted] if admitted is not None else []
 
 
@@ -303,13 +310,11 @@ def parse_event_object(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from one core/v1 or events.k8s.io/v1 Event dict. A Normal event is read as an event
     row is (:func:`pytest_hetero.pending.events.classify_row`): ``[]`` unless it carries a refusal, as
     Volcano's ``queue resource quota insufficient`` / ``resource in cluster is overused`` do."""
-    message = str(obj.get("message") or obj.get("note") or "")
-    reason = str(obj.get("reason", ""))
-    source = as_map(obj.get("source"), "source")
-    component = str(
-        source.get("component") or obj.get("reportingComponent") or obj.get("reportingController") or ""
-    )
-    if str(obj.get("type", "Warning")) == "Normal":
+    event = EventObject.parse(obj)
+    message, reason = event.message, event.reason
+    as_map(event.source, "source")  # refused when not a mapping (its component is event.component)
+    component = str(event.component or event.reporting_component or event.reporting_controller or "")
+    if event.type == "Normal":
         from pytest_hetero.pending.events import EventRow, classify_row  # events imports this module
 
         return classify_row(EventRow(type="Normal", reason=reason, message=message, source=component))
@@ -325,10 +330,11 @@ def parse_event_object(obj: Mapping[str, object]) -> list[Reason]:
 
 def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a Pod dict: PodScheduled=False, kubelet rejections, container statuses."""
-    status = as_map(obj.get("status"), "status")
-    spec = as_map(obj.get("spec"), "spec")
+    parsed = KubeObject.parse(obj)
+    status = as_map(parsed.status_value, "status")
+    spec = as_map(parsed.spec_value, "spec")
     reasons: list[Reason] = []
-    for cond in conditions_of(status.get("conditions"), "status.conditions"):
+    for cond in conditions_of(parsed.status_conditions, "status.conditions"):
         if cond.type != "PodScheduled" or cond.status == "True":
             continue
         message = cond.message or ""

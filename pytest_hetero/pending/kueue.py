@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.pending.model import Condition, Reason, as_list, as_map, as_text, conditions_of, make_reason
+from pytest_hetero.pending.objects import KubeObject
 
 _R = r"(?P<res>[\w./-]+)"
 _F = r"(?P<flavor>[\w.-]+)"
@@ -198,14 +199,15 @@ class WorkloadFacts:
     def parse(cls, obj: Mapping[str, object]) -> WorkloadFacts:
         """The facts of ``obj``. Raises :class:`ParseError` when ``status``, ``status.conditions``,
         ``status.resourceRequests``, ``metadata`` or ``spec`` has the wrong shape (the first of them that has)."""
-        found = obj.get("status", obj)
+        parsed = KubeObject.parse(obj)
+        found = parsed.status_or_self()
         if not isinstance(found, Mapping):
             raise ParseError("Workload status is not a mapping", hint="pass the Workload object or its status")
-        status: Mapping[str, object] = found
-        conditions = conditions_of(status.get("conditions"), "status.conditions")
-        requests = _requests(status)
-        name = as_text(as_map(obj.get("metadata"), "metadata").get("name")) or ""
-        return cls(conditions, requests, name, as_text(as_map(obj.get("spec"), "spec").get("queueName")) or "")
+        conditions = conditions_of(parsed.conditions_or_own(), "status.conditions")
+        requests = _requests(found)
+        as_map(parsed.metadata_value, "metadata")  # refused when not a mapping (its name is parsed.name)
+        return cls(conditions, requests, parsed.name or "",
+                   as_text(as_map(parsed.spec_value, "spec").get("queueName")) or "")
 
 
 def parse_workload(obj: Mapping[str, object]) -> list[Reason]:

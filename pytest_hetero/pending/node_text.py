@@ -36,18 +36,24 @@ class NodeCondition(NamedTuple):
 
 @dataclass
 class NodeText:
-    """A parsed ``kubectl describe node`` (any excerpt): fields, multi-line lists, sections; every
-    entry keeps its 0-based line indexes in ``where`` (``"Taints"`` -> [12, 13])."""
+    """A parsed ``kubectl describe node`` (any excerpt): the top-level fields the readers use (``Name``, ``Roles``,
+    ``CreationTimestamp``, ``Unschedulable``: the last non-empty value printed, None when not printed), the
+    ``Lease:`` section's ``RenewTime`` and the ``Addresses:`` section's ``InternalIP`` (the last value printed, ""
+    when printed empty, None when not printed), multi-line lists, sections; every entry keeps its 0-based line
+    indexes in ``where`` (``"Taints"`` -> [12, 13])."""
 
-    fields: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
+    roles: str | None = None
+    created: str | None = None
+    unschedulable: str | None = None
+    lease_renew: str | None = None
+    internal_ip: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     taints: list[str] = field(default_factory=list)
     capacity: dict[str, str] = field(default_factory=dict)
     allocatable: dict[str, str] = field(default_factory=dict)
     allocated: dict[str, tuple[str, str]] = field(default_factory=dict)
-    addresses: dict[str, str] = field(default_factory=dict)
-    lease: dict[str, str] = field(default_factory=dict)
     conditions: list[NodeCondition] = field(default_factory=list)
     event_lines: list[int] = field(default_factory=list)
     where: dict[str, list[int]] = field(default_factory=dict)
@@ -59,7 +65,8 @@ class NodeText:
 
 
 _KEY_VALUE_SECTIONS = ("Capacity", "Allocatable", "Addresses", "Lease")
-"""Sections of ``key: value`` lines (each fills the :class:`NodeText` map of its name)."""
+"""Sections of ``key: value`` lines (Capacity and Allocatable fill the :class:`NodeText` map of their name; the
+``InternalIP`` of Addresses and the ``RenewTime`` of Lease fill its attribute)."""
 
 
 @dataclass
@@ -84,7 +91,19 @@ class _NodeScan:
         elif key == "Events":
             node.event_lines.append(index)
         elif value:
-            node.fields[key] = value
+            self._field(key, value)
+
+    def _field(self, key: str, value: str) -> None:
+        """A top-level field with a value: the ones :class:`NodeText` keeps (any other is skipped)."""
+        node = self.node
+        if key == "Name":
+            node.name = value
+        elif key == "Roles":
+            node.roles = value
+        elif key == "CreationTimestamp":
+            node.created = value
+        elif key == "Unschedulable":
+            node.unschedulable = value
 
     def body(self, line: str, index: int) -> None:
         """An indented line: an event row, a multi-line field's continuation, or a section's line."""
@@ -102,11 +121,16 @@ class _NodeScan:
     def _key_value(self, body: str, index: int) -> None:
         key, sep, value = body.partition(":")
         if sep:
-            node = self.node
-            target = {"Capacity": node.capacity, "Allocatable": node.allocatable, "Addresses": node.addresses,
-                      "Lease": node.lease}[self.section]
-            target[key.strip()] = value.strip()
-            self.node.where.setdefault(f"{self.section}.{key.strip()}", []).append(index)
+            node, name = self.node, key.strip()
+            if self.section == "Capacity":
+                node.capacity[name] = value.strip()
+            elif self.section == "Allocatable":
+                node.allocatable[name] = value.strip()
+            elif (self.section, name) == ("Addresses", "InternalIP"):
+                node.internal_ip = value.strip()
+            elif (self.section, name) == ("Lease", "RenewTime"):
+                node.lease_renew = value.strip()
+            self.node.where.setdefault(f"{self.section}.{name}", []).append(index)
 
     def _allocated(self, body: str, index: int) -> None:
         """A row of the ``Resource  Requests  Limits`` table: requests and limits with their ``(N%)``."""

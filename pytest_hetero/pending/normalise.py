@@ -25,6 +25,7 @@ from pytest_hetero.pending.describe import (
 )
 from pytest_hetero.pending.kueue import parse_workload
 from pytest_hetero.pending.model import Condition, Reason, make_reason
+from pytest_hetero.pending.objects import KubeObject
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 from pytest_hetero.pending.startup import _DEVICE_RUNTIME, classify_startup
 from pytest_hetero.pending.volcano import parse_podgroup, parse_podgroup_text
@@ -256,17 +257,15 @@ class ObjectShape:
 
     @classmethod
     def parse(cls, obj: Mapping[str, object]) -> ObjectShape:
-        """The shape of ``obj``. Never raises."""
-        items, message, found, given = obj.get("items"), obj.get("message"), obj.get("status", obj), obj.get("spec")
+        """The shape of ``obj`` (read by :class:`KubeObject`). Never raises."""
+        parsed = KubeObject.parse(obj)
+        found, conditions = parsed.status_or_self(), parsed.conditions_or_own()
         status: Mapping[str, object] = found if isinstance(found, Mapping) else {}
-        spec: Mapping[str, object] = given if isinstance(given, Mapping) else {}
-        conditions = status.get("conditions")
-        return cls(kind=str(obj.get("kind", "")), items=items if isinstance(items, list) else None,
+        return cls(kind=parsed.kind, items=parsed.items,
                    conditions=[Condition.parse(c) for c in (conditions if isinstance(conditions, list) else [])
                                if isinstance(c, Mapping)],
-                   message=message if isinstance(message, str) else None,
-                   event_like="involvedObject" in obj or "regarding" in obj or obj.get("type") in ("Warning", "Normal"),
-                   status_keys=frozenset(str(k) for k in status), spec_keys=frozenset(str(k) for k in spec))
+                   message=parsed.message, event_like=parsed.event_like,
+                   status_keys=frozenset(str(k) for k in status), spec_keys=frozenset(str(k) for k in parsed.spec))
 
 
 def _from_object(obj: Mapping[str, object]) -> list[Reason]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.pending.model import Condition, Reason, as_map, as_text, conditions_of, make_reason
+from pytest_hetero.pending.objects import KubeObject
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 
 _GANG = re.compile(
@@ -131,14 +132,14 @@ class PodGroupFacts:
     def parse(cls, obj: Mapping[str, object]) -> PodGroupFacts:
         """The facts of ``obj``. Raises :class:`ParseError` when ``status``, ``status.conditions``, ``metadata``
         or ``spec`` has the wrong shape (the first of them that has)."""
-        found = obj.get("status", obj)
+        parsed = KubeObject.parse(obj)
+        found = parsed.status_or_self()
         if not isinstance(found, Mapping):
             raise ParseError("PodGroup status is not a mapping", hint="pass the PodGroup object or its status")
-        status: Mapping[str, object] = found
-        conditions = conditions_of(status.get("conditions"), "status.conditions")
-        name = as_text(as_map(obj.get("metadata"), "metadata").get("name")) or ""
-        return cls(conditions, as_text(status.get("phase")) or "", name,
-                   as_text(as_map(obj.get("spec"), "spec").get("queue")) or "")
+        conditions = conditions_of(parsed.conditions_or_own(), "status.conditions")
+        as_map(parsed.metadata_value, "metadata")  # refused when not a mapping (its name is parsed.name)
+        return cls(conditions, as_text(found.get("phase")) or "", parsed.name or "",
+                   as_text(as_map(parsed.spec_value, "spec").get("queue")) or "")
 
 
 def parse_podgroup(obj: Mapping[str, object]) -> list[Reason]:
@@ -157,21 +158,21 @@ def parse_podgroup(obj: Mapping[str, object]) -> list[Reason]:
                 "Unschedulable", "Uninqueueable"):
             continue
         detail = {k: v for k, v in {**base, "condition_reason": cond.reason or ""}.items() if v}
-        reasons += _condition(cond.message or "", detail)
+        reasons += _condition(cond.message or "", cond.reason or "", detail)
     return reasons
 
 
-def _condition(message: str, detail: dict[str, str]) -> list[Reason]:
+def _condition(message: str, reason: str, detail: dict[str, str]) -> list[Reason]:
+    """The reasons of one PodGroup condition: its ``message``, its ``reason`` ("" when none) and the ``detail``
+    every reason carries."""
     found = parse_gang_message(message, detail=detail) or classify_queue_text(message)
     if found:
         return found
-    if detail.get("condition_reason") == "NotInqueueable":
+    if reason == "NotInqueueable":
         text = message or "NotInqueueable"
         return [make_reason("volcano", "queue_quota_insufficient", text, detail=detail)]
-    if detail.get("condition_reason") in ("NotEnoughResources", "NotEnoughPods"):
-        return [
-            make_reason("volcano", "gang_unschedulable", message or detail["condition_reason"], detail=detail)
-        ]
+    if reason in ("NotEnoughResources", "NotEnoughPods"):
+        return [make_reason("volcano", "gang_unschedulable", message or reason, detail=detail)]
     if message.strip():
         return [make_reason("volcano", "unknown", message.strip(), detail=detail)]
     return []
@@ -195,13 +196,14 @@ def parse_podgroup_text(text: str) -> list[Reason]:
             current = ""
     if "Message" not in fields:
         return []
+    reason = fields.get("Reason", "")
     detail = {
         k: v
         for k, v in {
             "phase": fields.get("Phase", ""),
-            "condition_reason": fields.get("Reason", ""),
+            "condition_reason": reason,
             "condition_type": fields.get("Type", ""),
         }.items()
         if v
     }
-    return _condition(fields["Message"], detail)
+    return _condition(fields["Message"], reason, detail)
