@@ -6,7 +6,7 @@ run, nor to answer for one. Before startup's payload and before each model run t
 (``GET /api/v1/nodes/<name>``); during a model run a :class:`NodeWatch`, fed by the session's one watch of
 every node (:class:`NodeReadiness`), signals the exec loop to abandon the run as soon as Ready leaves
 ``True``. Either way the item ends ``error``, category ``node_not_ready``, owner ``infrastructure``, naming
-the node and its condition; the workload is marked lost (``workload["node_lost"]``) so later items of the same
+the node and its condition; the workload is marked lost (``workload.node_lost``) so later items of the same
 resource × image fail fast without touching the pod. A node that cannot be read (RBAC, apiserver down) is
 noted, never turned into a verdict.
 Condition fields follow the Kubernetes ``NodeCondition`` (``type``, ``status``, ``reason``,
@@ -111,13 +111,13 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node
     A node that is gone (404) counts as not Ready (``NodeDeleted``); one that cannot be read otherwise
     is recorded as ``<layer>.node_check`` and the layer goes on.
     """
-    lost = workload.get("node_lost")
+    lost = workload.node_lost
     if lost:
         kind = f"{ctx.layer}.node_not_ready"
         ctx.record(kind, node=lost["node"], earlier_item=lost["item"], condition=lost["condition"])
         raise EngineUnavailable(
             f"node {lost['node']} {lost['said']} {lost['item']} ({describe(lost['condition'])}); "
-            f"its workload pod {workload.get('pod')} is not used again: the {ctx.layer} layer did not run",
+            f"its workload pod {workload.pod} is not used again: the {ctx.layer} layer did not run",
             CATEGORY)
     if not node:
         return
@@ -135,14 +135,14 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node
     if cond["status"] == "True":
         return
     ctx.record(f"{ctx.layer}.node_not_ready", node=node, condition=cond, checked_at=utc_now())
-    workload["node_lost"] = {
+    workload.node_lost = {
         "node": node,
         "said": "was NotReady before",
         "item": ctx.planned.id,
         "condition": cond,
     }
     raise EngineUnavailable(
-        f"node {node} of pod {workload.get('pod')} is NotReady ({describe(cond)}); "
+        f"node {node} of pod {workload.pod} is NotReady ({describe(cond)}); "
         f"the {ctx.layer} layer did not run",
         CATEGORY)
 
@@ -295,7 +295,7 @@ def abandoned(
     ctx.record(
         "model.node_not_ready",
         node=watch.name,
-        pod=workload.get("pod"),
+        pod=workload.pod,
         condition=cond,
         seen_at=watch.seen_at,
         transitions=watch.transitions,
@@ -304,7 +304,7 @@ def abandoned(
         process_killed=killed,
         watch_error=watch.error,
     )
-    workload["node_lost"] = {
+    workload.node_lost = {
         "node": watch.name,
         "said": "turned NotReady during",
         "item": ctx.planned.id,
