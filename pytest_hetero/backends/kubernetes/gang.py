@@ -136,7 +136,7 @@ def manifests(session: KubeSession, step: Step, request: JobRequest, name: str, 
                        resource=step.resource.name, image=step.image.name, probe=probe,
                        task_type=request.task_type)
     notes = kc.created_annotations()
-    pull = {"never": "Never", "always": "Always"}.get(session.conf.pull_policy, "IfNotPresent")
+    pull = session.conf.image_pull_policy or "IfNotPresent"
     spec = ks.pod_spec(step.resource, step.image.reference, restart="Never", pull_policy=pull)
     spec["subdomain"] = name
     if request.priority_class:

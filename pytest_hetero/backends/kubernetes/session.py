@@ -70,18 +70,24 @@ class WorkloadRecord:
         return self.pod
 
 
+PULL = {"never": "Never", "always": "Always", "if-not-present": "IfNotPresent"}
+"""A target's ``pull_policy`` → the containers' ``imagePullPolicy`` (any other: unset, the cluster's default)."""
+
+
 @dataclass(frozen=True)
 class KubeTarget:
     """What this engine reads of the matrix's ``spec.target`` (:class:`pytest_hetero.matrix.document.TargetDoc`),
     resolved once (:func:`parse_target`): ``context`` and ``namespace`` (None: the kubeconfig's), ``submit_as``
-    (``pod`` when absent), ``pull_policy`` (``""`` when absent: the engine's default), the ``python`` the
-    workload image runs (``python3``), ``unschedulable_grace_s`` (0), ``cleanup_wait_s`` (None: the cleanup's
-    default)."""
+    (``pod`` when absent), ``pull_policy`` (``""`` when absent: the engine's default) and the containers'
+    ``imagePullPolicy`` it names (``image_pull_policy``: :data:`PULL`; None: the cluster's default), the
+    ``python`` the workload image runs (``python3``), ``unschedulable_grace_s`` (0), ``cleanup_wait_s`` (None:
+    the cleanup's default)."""
 
     context: str | None
     namespace: str | None
     submit_as: str
     pull_policy: str
+    image_pull_policy: str | None
     python: str
     unschedulable_grace_s: float
     cleanup_wait_s: float | None
@@ -90,8 +96,10 @@ class KubeTarget:
 def parse_target(raw: dict[str, Any]) -> KubeTarget:
     """:class:`KubeTarget` of a matrix target (as the backend receives it; the schema checked its types)."""
     wait = raw.get("cleanup_wait_s")
+    pull = str(raw.get("pull_policy", ""))
     return KubeTarget(context=raw.get("context"), namespace=raw.get("namespace"),
-                      submit_as=str(raw.get("submit_as", "pod")), pull_policy=str(raw.get("pull_policy", "")),
+                      submit_as=str(raw.get("submit_as", "pod")), pull_policy=pull,
+                      image_pull_policy=PULL.get(pull),
                       python=str(raw.get("python", "python3")),
                       unschedulable_grace_s=float(raw.get("unschedulable_grace_s", 0)),
                       cleanup_wait_s=None if wait is None else float(wait))

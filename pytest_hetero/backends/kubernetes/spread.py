@@ -52,7 +52,7 @@ from pytest_hetero.backends.kubernetes.governance import in_maintenance
 from pytest_hetero.backends.kubernetes.manifests import ServedPod, Workload
 from pytest_hetero.backends.kubernetes.objects import parse_pod, unseen_pod
 from pytest_hetero.backends.kubernetes.session import WorkloadRecord
-from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
+from pytest_hetero.backends.kubernetes.submit import workload_key
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread
 
@@ -189,7 +189,7 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
                        resource=res.name, image=img.name, probe=probe)
     try:
         body = ks.manifest(session.submit_as, probe, session.namespace, labels, res, img.reference,
-                           PULL.get(session.conf.pull_policy), kc.created_annotations())
+                           session.conf.image_pull_policy, kc.created_annotations())
     except ValueError as exc:
         raise ActionFailed(str(exc), "bad_target") from None
     deadline = int(2 * step.timeout_s + DEADLINE_MARGIN_S)

@@ -25,9 +25,6 @@ from pytest_hetero.matrix.model import Matrix
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
 
-PULL = {"never": "Never", "always": "Always", "if-not-present": "IfNotPresent"}
-
-
 def workload_key(resource: str, image: str, node: str | None = None) -> tuple[str, ...]:
     """The key of a workload in ``session.workloads``: (resource, image), plus the node it is pinned to."""
     return (resource, image) if node is None else (resource, image, node)
@@ -86,7 +83,7 @@ def create(
             labels,
             res,
             img.reference,
-            PULL.get(session.conf.pull_policy),
+            session.conf.image_pull_policy,
             notes,
             pinned_to=workload.node,
         )
