@@ -60,6 +60,35 @@ def find(conditions: tuple[Condition, ...], kind: str, status: str | None = None
 
 
 @dataclass(frozen=True)
+class Metadata:
+    """An object's ``metadata`` as served: ``name``, ``namespace`` (None when absent: a cluster-scoped object),
+    ``labels``, ``annotations``, ``resource_version`` (``resourceVersion``), creationTimestamp (``created``),
+    deletionTimestamp (``deleting_since``), ``finalizers``, the ownerReferences' ``(kind, name)``s (``owners``)
+    and their ``uid``s (``owner_uids``); None, empty where absent."""
+
+    name: str
+    namespace: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    resource_version: str | None
+    created: str | None
+    deleting_since: str | None
+    finalizers: list[str]
+    owners: tuple[tuple[str, str], ...]
+    owner_uids: tuple[str, ...]
+
+
+def parse_metadata(raw: ObjectMeta) -> Metadata:
+    """:class:`Metadata` from an object's ``metadata`` JSON (the one parser of it: Pods, Nodes, :func:`parse_meta`)."""
+    owners = raw.get("ownerReferences") or []
+    return Metadata(name=raw["name"], namespace=raw.get("namespace"), labels=dict(raw.get("labels") or {}),
+                    annotations=dict(raw.get("annotations") or {}), resource_version=raw.get("resourceVersion"),
+                    created=raw.get("creationTimestamp"), deleting_since=raw.get("deletionTimestamp"),
+                    finalizers=list(raw.get("finalizers") or []),
+                    owners=tuple((o["kind"], o["name"]) for o in owners), owner_uids=tuple(o["uid"] for o in owners))
+
+
+@dataclass(frozen=True)
 class Node:
     """A ``core/v1`` Node: ``metadata`` name, resourceVersion, labels, annotations; ``spec`` taints (as
     served: ``{"key", "value"?, "effect", "timeAdded"?}``) and unschedulable (cordoned); ``status``
@@ -83,9 +112,9 @@ class Node:
 
 def parse_node(raw: ListedNode) -> Node:
     """A Node from its JSON as a LIST or GET answers it (see :class:`Node`)."""
-    meta, spec, status = raw["metadata"], raw["spec"], raw["status"]
-    return Node(name=meta["name"], resource_version=meta.get("resourceVersion"),
-                labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
+    meta, spec, status = parse_metadata(raw["metadata"]), raw["spec"], raw["status"]
+    return Node(name=meta.name, resource_version=meta.resource_version, labels=meta.labels,
+                annotations=meta.annotations,
                 taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
                 conditions=parse_conditions(status.get("conditions")),
                 capacity=dict(status.get("capacity") or {}), allocatable=dict(status.get("allocatable") or {}))
@@ -197,7 +226,7 @@ class Pod:
     annotations: dict[str, str]
     created: str | None
     deleting_since: str | None
-    owners: tuple[tuple[str | None, str | None], ...]
+    owners: tuple[tuple[str, str], ...]
     node_name: str
     hostname: str | None
     subdomain: str | None
@@ -221,11 +250,9 @@ def unseen_pod(name: str) -> ServedPod:
 
 def parse_pod(raw: ServedPod) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
-    meta, spec, status = raw["metadata"], raw["spec"], raw["status"]
-    return Pod(name=meta["name"], namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
-               annotations=dict(meta.get("annotations") or {}),
-               created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
-               owners=tuple((o["kind"], o["name"]) for o in meta.get("ownerReferences") or []),
+    meta, spec, status = parse_metadata(raw["metadata"]), raw["spec"], raw["status"]
+    return Pod(name=meta.name, namespace=meta.namespace, labels=meta.labels, annotations=meta.annotations,
+               created=meta.created, deleting_since=meta.deleting_since, owners=meta.owners,
                node_name=str(spec.get("nodeName") or ""), hostname=spec.get("hostname"),
                subdomain=spec.get("subdomain"), restart_policy=spec.get("restartPolicy", "Always"),
                containers=tuple(_container(c) for c in spec["containers"]),
@@ -294,9 +321,9 @@ class Meta:
 
 def parse_meta(raw: ObjectMeta) -> Meta:
     """:class:`Meta` from an object's ``metadata`` JSON; KeyError without ``name`` or ``namespace``."""
-    return Meta(name=str(raw["name"]), namespace=str(raw["namespace"]), labels=dict(raw.get("labels") or {}),
-                annotations=dict(raw.get("annotations") or {}), created=raw.get("creationTimestamp"),
-                deleting_since=raw.get("deletionTimestamp"), finalizers=list(raw.get("finalizers") or []))
+    meta = parse_metadata(raw)
+    return Meta(name=meta.name, namespace=str(raw["namespace"]), labels=meta.labels, annotations=meta.annotations,
+                created=meta.created, deleting_since=meta.deleting_since, finalizers=meta.finalizers)
 
 
 @dataclass(frozen=True)

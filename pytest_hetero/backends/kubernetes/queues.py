@@ -31,7 +31,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     WorkloadSpec,
     WorkloadStatus,
 )
-from pytest_hetero.backends.kubernetes.objects import Condition, find, parse_conditions
+from pytest_hetero.backends.kubernetes.objects import Condition, find, parse_conditions, parse_metadata
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[
 
 def owned_by(objects: list[ServedPodGroup], uid: str) -> list[ServedPodGroup]:
     """The objects with an ownerReference to ``uid``."""
-    return [o for o in objects if any(r["uid"] == uid for r in o["metadata"].get("ownerReferences") or [])]
+    return [o for o in objects if uid in parse_metadata(o["metadata"]).owner_uids]
 
 
 @dataclass(frozen=True)
@@ -161,10 +161,11 @@ def parse_workload(raw: ServedWorkload) -> Workload:
     """A Workload from its JSON (see :class:`Workload`)."""
     spec: WorkloadSpec
     status: WorkloadStatus
-    meta, spec, status = raw["metadata"], raw.get("spec") or {}, raw.get("status") or {}
+    meta = parse_metadata(raw["metadata"]) if raw["metadata"] else None
+    spec, status = raw.get("spec") or {}, raw.get("status") or {}
     ref: PriorityClassRef = spec.get("priorityClassRef") or {}
     admission = status.get("admission")
-    return Workload(name=meta["name"] if meta else None, created=meta.get("creationTimestamp") if meta else None,
+    return Workload(name=meta.name if meta else None, created=meta.created if meta else None,
                     queue_name=spec.get("queueName"),
                     priority=spec.get("priority"), priority_ref=(ref.get("name"), ref.get("kind")) if ref else None,
                     priority_class_name=spec.get("priorityClassName"),
