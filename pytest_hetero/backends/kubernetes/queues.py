@@ -21,6 +21,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import (
+    FlavorUsage,
     ObjectList,
     PriorityClassRef,
     QueueStatus,
@@ -199,7 +200,7 @@ def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkloa
         found: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
             KUEUE[0], version, "clusterqueues", str(seen.cluster_queue), _request_timeout=kc.API_TIMEOUT_S)
         cq: ServedClusterQueue = found
-        queue_status = cluster_queue_seen(cq.get("status") or {})
+        queue_status = cluster_queue_seen(parse_queue(cq))
     except Exception as exc:  # noqa: BLE001 - the admission stands; the queue's usage is noted as unreadable
         queue_status = {"error": kc.api_outcome(exc, "read the ClusterQueue").message}
     return {
@@ -215,8 +216,33 @@ def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkloa
     }
 
 
-def cluster_queue_seen(status: QueueStatus) -> ClusterQueueSeen:
+@dataclass(frozen=True)
+class Queue:
+    """A Kueue ClusterQueue's or LocalQueue's ``status`` as served (None where the API left a field out, or the
+    whole status): ``flavors_usage`` (``flavorsUsage``), ``flavor_usage`` (``flavorUsage``: a LocalQueue's of
+    Kueue before v0.9), ``flavors_reservation`` (``flavorsReservation``), ``admitted_workloads``,
+    ``reserving_workloads`` and ``pending_workloads`` (``admittedWorkloads``…)."""
+
+    flavors_usage: list[FlavorUsage] | None
+    flavor_usage: list[FlavorUsage] | None
+    flavors_reservation: list[FlavorUsage] | None
+    admitted_workloads: int | None
+    reserving_workloads: int | None
+    pending_workloads: int | None
+
+
+def parse_queue(raw: ServedClusterQueue | ServedLocalQueue) -> Queue:
+    """A ClusterQueue's or LocalQueue's :class:`Queue` from its JSON (the one parser of a queue's ``status``)."""
+    status: QueueStatus = raw.get("status") or {}
+    return Queue(flavors_usage=status.get("flavorsUsage"), flavor_usage=status.get("flavorUsage"),
+                 flavors_reservation=status.get("flavorsReservation"),
+                 admitted_workloads=status.get("admittedWorkloads"),
+                 reserving_workloads=status.get("reservingWorkloads"),
+                 pending_workloads=status.get("pendingWorkloads"))
+
+
+def cluster_queue_seen(queue: Queue) -> ClusterQueueSeen:
     """A ClusterQueue's ``status`` counters as an admission keeps them (None where the API left one out)."""
-    return {"flavorsReservation": status.get("flavorsReservation"), "flavorsUsage": status.get("flavorsUsage"),
-            "admittedWorkloads": status.get("admittedWorkloads"), "pendingWorkloads": status.get("pendingWorkloads"),
-            "reservingWorkloads": status.get("reservingWorkloads")}
+    return {"flavorsReservation": queue.flavors_reservation, "flavorsUsage": queue.flavors_usage,
+            "admittedWorkloads": queue.admitted_workloads, "pendingWorkloads": queue.pending_workloads,
+            "reservingWorkloads": queue.reserving_workloads}
