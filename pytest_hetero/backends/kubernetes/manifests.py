@@ -958,3 +958,33 @@ class ClaimList(TypedDict, total=False):
 
     metadata: ListMeta
     items: Required[list[ServedClaim]]
+
+
+class StatusCause(TypedDict, total=False):
+    """A ``details.causes[]`` entry of a ``metav1.Status``: ``reason`` (an exec's ``ExitCode``), ``message``
+    (its exit code as text), ``field``."""
+
+    reason: str
+    message: str
+    field: str
+
+
+class StatusDetails(TypedDict, total=False):
+    """A ``metav1.Status``'s ``details``: the ``kind`` (a 404's resource: ``pods``, ``namespaces``…), ``name``
+    and ``causes``."""
+
+    kind: str
+    name: str
+    causes: list[StatusCause]
+
+
+class StatusJSON(TypedDict, total=False):
+    """A ``metav1.Status`` as the apiserver answers a refused call (an ApiException's body) or an exec's error
+    channel sends it: ``status`` (``Success``/``Failure``), ``message``, ``reason``, ``code``, ``details``; every
+    field optional. Read it through :func:`.objects.parse_status`."""
+
+    status: str
+    message: str
+    reason: str
+    code: int
+    details: StatusDetails

@@ -11,6 +11,7 @@ attributes of these, never the JSON. Times stay RFC 3339 strings as served (``me
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pytest_hetero.backends.kubernetes.manifests import (
@@ -23,6 +24,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     PortJSON,
     ServedEndpointSlice,
     ServedPod,
+    StatusJSON,
     TerminatedState,
 )
 from pytest_hetero.backends.kubernetes.manifests import Container as ContainerJSON
@@ -346,3 +348,29 @@ def parse_event(raw: EventJSON) -> Event:
     """An Event from its JSON."""
     return Event(type=raw.get("type"), reason=raw.get("reason"), message=raw.get("message"), count=raw.get("count"),
                  source_host=raw["source"].get("host"))
+
+
+@dataclass(frozen=True)
+class Status:
+    """A ``metav1.Status``: ``status`` (``Success``/``Failure``), ``message``, the ``kind`` of its ``details``
+    and the ``(reason, message)`` of each of its ``details.causes``; None where absent."""
+
+    status: str | None
+    message: str | None
+    kind: str | None
+    causes: tuple[tuple[str | None, str | None], ...]
+
+
+def parse_status(text: str | bytes | None) -> Status | None:
+    """A :class:`Status` from its JSON text (an ApiException's ``body``, an exec error channel's message); None
+    when the text is empty, not JSON, or not a JSON object (the caller then falls back on what it has)."""
+    try:
+        found = json.loads(text or "{}")
+    except ValueError:
+        return None
+    raw: StatusJSON = found
+    if not isinstance(found, dict):
+        return None
+    details = raw.get("details") or {}
+    return Status(status=raw.get("status"), message=raw.get("message"), kind=details.get("kind"),
+                  causes=tuple((c.get("reason"), c.get("message")) for c in details.get("causes") or []))
