@@ -649,10 +649,11 @@ class PodGroupStatus(TypedDict, total=False):
 
 class ServedPodGroup(TypedDict, total=False):
     """A Volcano PodGroup (``scheduling.volcano.sh/v1beta1``) as served: what the gate reads of it (the
-    rest, for :func:`pytest_hetero.pending.explain`, stays in the object); ``metadata`` always."""
+    rest, for :func:`pytest_hetero.pending.explain`, stays in the object); ``kind`` and ``metadata`` always (the
+    API serves them on every object, a custom resource's LIST items included)."""
 
     apiVersion: str
-    kind: str
+    kind: Required[str]
     metadata: Required[ObjectMeta]
     status: PodGroupStatus
 

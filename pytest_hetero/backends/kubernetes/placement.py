@@ -198,7 +198,7 @@ def unscheduled(
     if workload.kind != "pod":
         events += ks.events_for(api, ns, workload.name)
     queue, note = queue_state(session, workload)
-    events += [e for q in queue if q.get("kind") == "PodGroup" for e in ks.events_for(api, ns, q["metadata"]["name"])]
+    events += [e for q in queue if q["kind"] == "PodGroup" for e in ks.events_for(api, ns, q["metadata"]["name"])]
     advertised = {n for f in session.nodes.values() for n, v in f["capacity"].items() if v}
     pool, tolerations = pool_nodes(session, ctx), ctx.resource.tolerations
     reasons = ks.name_taints(
@@ -216,8 +216,8 @@ def unscheduled(
         events=slim,
         queue_objects=[
             {
-                "kind": q.get("kind"),
-                "name": q.get("metadata", {}).get("name"),
+                "kind": q["kind"],
+                "name": q["metadata"]["name"],
                 "conditions": (q.get("status") or {}).get("conditions"),
             }
             for q in queue
