@@ -53,7 +53,7 @@ from pytest_hetero.backends.kubernetes.manifests import ServedPod, Workload
 from pytest_hetero.backends.kubernetes.objects import parse_pod, unseen_pod
 from pytest_hetero.backends.kubernetes.session import WorkloadRecord
 from pytest_hetero.backends.kubernetes.submit import workload_key
-from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
+from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step, UsageFacts
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
         result = kube_model.execute(session, step, given=workload,
                                     isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD)
         devices, workload.env = visible_devices(workload.env or ""), None
-        ran = result.details.get("workload") or {}  # the exec's own times (.usage.exec_facts)
+        ran: UsageFacts = result.details["workload"]  # the exec's own times (.run.execute keeps .usage.exec_facts)
         ident = startup.image_identity(seen)
         shared = session.workloads.get(workload_key(step.resource.name, step.image.name))
         if shared is None or shared.pod is None:
@@ -172,7 +172,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
     result.details["spread"] = {
         "pod": name, "node": node or None, "devices": devices, "concurrency": width,
         "queued_at": queued, "created_at": begun, "running_at": running,
-        "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"), "deleted_at": deleted,
+        "run_started_at": ran["started"], "run_ended_at": ran["ended"], "deleted_at": deleted,
         "waited_for_slot_s": round(begun - queued, 3), "waited_for_pod_s": round(running - begun, 3),
     }
     return result
