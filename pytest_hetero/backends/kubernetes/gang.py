@@ -408,7 +408,7 @@ def explain(session: KubeSession, out: JobPlacement, name: str, workload: Served
     out.decisive = decisive.to_dict() if decisive else None
     if workload is not None and seen is not None:
         refused: WorkloadSeen = {"workload": seen.name, "local_queue": seen.queue_name,
-                                 "conditions": (workload.get("status") or {}).get("conditions")}
+                                 "conditions": seen.served_conditions}
         out.admission = refused
     out.message = f"{what}: {summarise(reasons, facts_only=True)}" if reasons else (
         f"{what} and nothing explains why" + ("" if workload else "; Kueue created no Workload for it"))

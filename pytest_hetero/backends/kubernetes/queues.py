@@ -21,6 +21,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import (
+    ConditionJSON,
     FlavorUsage,
     ObjectList,
     PriorityClassRef,
@@ -139,8 +140,9 @@ class PodSetAssignment:
 class Workload:
     """A Kueue Workload (``kueue.x-k8s.io`` v1beta2 or v1beta1): ``metadata`` name and creationTimestamp
     (``created``); ``spec`` queueName, priority, priorityClassRef's ``(name, kind)`` (v1beta2; None when
-    absent or empty), priorityClassName and priorityClassSource (v1beta1); ``status`` conditions and the
-    admission's clusterQueue and podSetAssignments. None where absent."""
+    absent or empty), priorityClassName and priorityClassSource (v1beta1); ``status`` conditions (parsed, and
+    ``served_conditions``: the JSON list as served, which evidence keeps) and the admission's clusterQueue and
+    podSetAssignments. None where absent."""
 
     name: str | None
     created: str | None
@@ -150,6 +152,7 @@ class Workload:
     priority_class_name: str | None
     priority_class_source: str | None
     conditions: tuple[Condition, ...]
+    served_conditions: list[ConditionJSON] | None
     cluster_queue: str | None
     pod_sets: tuple[PodSetAssignment, ...]
 
@@ -166,12 +169,13 @@ def parse_workload(raw: ServedWorkload) -> Workload:
     spec, status = raw.get("spec") or {}, raw.get("status") or {}
     ref: PriorityClassRef = spec.get("priorityClassRef") or {}
     admission = status.get("admission")
+    conditions = status.get("conditions")
     return Workload(name=meta.name if meta else None, created=meta.created if meta else None,
                     queue_name=spec.get("queueName"),
                     priority=spec.get("priority"), priority_ref=(ref.get("name"), ref.get("kind")) if ref else None,
                     priority_class_name=spec.get("priorityClassName"),
                     priority_class_source=spec.get("priorityClassSource"),
-                    conditions=parse_conditions(status.get("conditions")),
+                    conditions=parse_conditions(conditions), served_conditions=conditions,
                     cluster_queue=admission["clusterQueue"] if admission else None,
                     pod_sets=tuple(PodSetAssignment(name=s["name"], count=s.get("count"), flavors=s.get("flavors"),
                                                     resource_usage=s.get("resourceUsage"))
