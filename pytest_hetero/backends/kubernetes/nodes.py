@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import ConditionJSON, ServedNode
+from pytest_hetero.backends.kubernetes.objects import parse_condition
 from pytest_hetero.backends.kubernetes.watch import ListWatch
 from pytest_hetero.backends.protocol import EngineUnavailable, RunFailure, Step
 from pytest_hetero.evidence.model import utc_now
@@ -80,9 +81,10 @@ def unknown(reason: str, message: str) -> ReadyCondition:
 def describe(cond: ReadyCondition) -> str:
     """``Ready=Unknown since <lastTransitionTime>, NodeStatusUnknown: Kubelet stopped posting node status.``
     for a Ready condition."""
-    since = f" since {cond['lastTransitionTime']}" if cond.get("lastTransitionTime") else ""
-    why = ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
-    return f"Ready={cond['status']}{since}" + (f", {why}" if why else "")
+    seen = parse_condition(cond)
+    since = f" since {seen.last_transition}" if seen.last_transition else ""
+    why = ": ".join(str(x) for x in (seen.reason, seen.message) if x)
+    return f"Ready={seen.status}{since}" + (f", {why}" if why else "")
 
 
 class Transition(TypedDict):
@@ -258,14 +260,14 @@ class NodeWatch:
 
     def observe(self, cond: ReadyCondition) -> None:
         """Note the node's Ready condition ``cond`` (from the feed, under its lock)."""
-        status = cond["status"]
+        status, seen = cond["status"], parse_condition(cond)
         if not self.transitions or self.transitions[-1]["status"] != status:
             self.transitions.append(
                 {
                     "status": status,
-                    "reason": cond.get("reason"),
-                    "message": cond.get("message"),
-                    "lastTransitionTime": cond.get("lastTransitionTime"),
+                    "reason": seen.reason,
+                    "message": seen.message,
+                    "lastTransitionTime": seen.last_transition,
                     "seen_at": utc_now(),
                 }
             )

@@ -49,11 +49,15 @@ class Condition:
                 "lastTransitionTime": self.last_transition}
 
 
+def parse_condition(raw: ConditionJSON) -> Condition:
+    """One ``status.conditions[]`` entry (JSON) as a :class:`Condition`."""
+    return Condition(type=raw["type"], status=raw["status"], reason=raw.get("reason"),
+                     message=raw.get("message"), last_transition=raw.get("lastTransitionTime"))
+
+
 def parse_conditions(raw: list[ConditionJSON] | None) -> tuple[Condition, ...]:
     """``status.conditions`` (a JSON list, or None) as :class:`Condition`s, in order."""
-    return tuple(Condition(type=c["type"], status=c["status"], reason=c.get("reason"),
-                           message=c.get("message"), last_transition=c.get("lastTransitionTime"))
-                 for c in raw or [])
+    return tuple(parse_condition(c) for c in raw or [])
 
 
 def find(conditions: tuple[Condition, ...], kind: str, status: str | None = None) -> Condition | None:
