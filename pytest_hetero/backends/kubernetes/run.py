@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from kubernetes import client
 
@@ -401,10 +401,18 @@ def oom_failure(session: KubeSession, workload: WorkloadRecord, limit: str) -> R
                        f"the container's memory limit {limit}: the model needs more memory than the resource allows"}
 
 
-def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, dict[str, Any] | None]:
+class StartedImage(TypedDict):
+    """The image identity a model item that had to start its workload itself keeps (``details["image"]``, which the
+    model layer checks): the ``digest`` evidence names, every digest it is ``known`` by, and ``what`` names it."""
+
+    digest: str | None
+    known: list[str]
+    what: str
+
+
+def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, StartedImage | None]:
     """The item's started workload (``ctx.pinned_node``: the one :meth:`start_on` started on that node); started
-    here when no startup item did (then also the image identity the model layer checks: ``{"digest", "known",
-    "what", "owner"}``)."""
+    here when no startup item did (then also the image identity the model layer checks, :class:`StartedImage`)."""
     key = workload_key(ctx.resource.name, ctx.image.name, ctx.pinned_node)
     workload = session.workloads.get(key)
     if workload is not None and workload.pod is not None:
@@ -413,7 +421,7 @@ def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, dict[str
         raise RuntimeError(f"no started workload pinned to node {ctx.pinned_node} for {key[0]} x {key[1]}")
     ctx.record("model.note", message="no started workload from a startup item in this session; started here")
     identity = startup.start(session, ctx).identity
-    started_here = None if identity is None else {
+    started_here: StartedImage | None = None if identity is None else {
         "digest": identity.digest, "known": list(identity.known), "what": identity.what}
     return session.workloads[key], started_here
 
