@@ -223,7 +223,8 @@ class Pod:
     creationTimestamp and deletionTimestamp (``created``/``deleting_since``), ownerReferences'
     ``(kind, name)``s; ``spec`` nodeName ("" when unbound), hostname and subdomain (None when absent),
     restartPolicy (``Always`` when absent), containers, initContainers, overhead; ``status`` phase, podIP
-    (``ip``), reason and message (None when absent), conditions, containerStatuses;
+    (``ip``), reason and message (None when absent), conditions, containerStatuses (parsed, and as served:
+    ``served_conditions``, ``served_container_statuses``, None when absent, which evidence keeps);
     ``deleted``: the run's pod watch saw it deleted (its own ``deleted`` mark, :mod:`.watch`)."""
 
     name: str
@@ -246,6 +247,8 @@ class Pod:
     message: str | None
     conditions: tuple[Condition, ...]
     container_statuses: tuple[ContainerStatus, ...]
+    served_conditions: list[ConditionJSON] | None
+    served_container_statuses: list[ContainerStatusJSON] | None
     deleted: bool
 
 
@@ -257,6 +260,8 @@ def unseen_pod(name: str) -> ServedPod:
 def parse_pod(raw: ServedPod) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
     meta, spec, status = parse_metadata(raw["metadata"]), raw["spec"], raw["status"]
+    conditions = status.get("conditions")
+    statuses = status.get("containerStatuses")
     return Pod(name=meta.name, namespace=meta.namespace, labels=meta.labels, annotations=meta.annotations,
                created=meta.created, deleting_since=meta.deleting_since, owners=meta.owners,
                node_name=str(spec.get("nodeName") or ""), hostname=spec.get("hostname"),
@@ -265,8 +270,9 @@ def parse_pod(raw: ServedPod) -> Pod:
                init_containers=tuple(_container(c) for c in spec.get("initContainers") or []),
                overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"), ip=status.get("podIP"),
                reason=status.get("reason"),
-               message=status.get("message"), conditions=parse_conditions(status.get("conditions")),
-               container_statuses=tuple(_container_status(s) for s in status.get("containerStatuses") or []),
+               message=status.get("message"), conditions=parse_conditions(conditions),
+               container_statuses=tuple(_container_status(s) for s in statuses or []),
+               served_conditions=conditions, served_container_statuses=statuses,
                deleted=bool(raw.get("deleted")))
 
 

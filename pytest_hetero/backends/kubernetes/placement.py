@@ -222,7 +222,7 @@ def unscheduled(
             }
             for q in queue
         ],
-        conditions=[p["status"].get("conditions") for p in pods],
+        conditions=[parse_pod(p).served_conditions for p in pods],
         **({"queue": note} if note is not None else {}),
     )
     pinned = workload.node

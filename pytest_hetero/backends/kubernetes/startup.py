@@ -225,7 +225,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
         node=node,
         phase=seen.phase,
         pinned_to=pinned,
-        container_statuses=pod["status"].get("containerStatuses"),
+        container_statuses=seen.served_container_statuses,
         **ident,
         declared_digest=ctx.image.digest,
     )
