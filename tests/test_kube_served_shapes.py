@@ -15,8 +15,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pytest_hetero.backends.kubernetes.objects import parse_event, parse_node, parse_pod, parse_slice
-from pytest_hetero.backends.kubernetes.queues import parse_workload
+from pytest_hetero.backends.kubernetes.objects import (
+    parse_event,
+    parse_metadata,
+    parse_node,
+    parse_pod,
+    parse_slice,
+    parse_status,
+)
+from pytest_hetero.backends.kubernetes.queues import parse_queue, parse_workload
 
 JUST_CREATED_POD = """{"kind": "Pod", "apiVersion": "v1",
  "metadata": {"name": "p0", "namespace": "hetero", "uid": "u", "resourceVersion": "101",
@@ -115,3 +122,54 @@ def test_a_workload_kueue_has_not_seen_reads_without_status() -> None:
     assert (seen.name, seen.queue_name, seen.cluster_queue, seen.conditions, seen.pod_sets) == (
         "job-p0-1a2b3", "hetero-queue", None, (), ())
     assert not seen.holds("Admitted")
+
+
+EXEC_EXIT_STATUS = """{"metadata": {}, "status": "Failure",
+ "message": "command terminated with non-zero exit code: error executing command [sh -c exit 3], exit status 3",
+ "reason": "NonZeroExitCode", "details": {"causes": [{"reason": "ExitCode", "message": "3"}]}}"""
+
+NOT_FOUND_BODY = """{"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+ "message": "pods \\"p0\\" not found", "reason": "NotFound", "details": {"name": "p0", "kind": "pods"}, "code": 404}"""
+
+NEW_LOCAL_QUEUE = """{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+ "metadata": {"name": "hetero-queue", "namespace": "hetero"}, "spec": {"clusterQueue": "cq"},
+ "status": {"flavorUsage": [{"name": "default", "resources": [{"name": "cpu", "total": "0"}]}],
+            "admittedWorkloads": 0, "reservingWorkloads": 0, "pendingWorkloads": 0}}"""
+
+OWNED_POD_META = """{"name": "job-0-x", "namespace": "hetero", "generateName": "job-0-",
+ "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "job", "uid": "j-1", "controller": true,
+                      "blockOwnerDeletion": true}],
+ "finalizers": ["batch.kubernetes.io/job-tracking"]}"""
+
+
+def test_a_status_reads_an_exec_exit_and_a_not_found_kind() -> None:
+    """An exec error channel's Status gives its ExitCode cause; a 404 body its details.kind; a body that is not a
+    JSON object reads as no Status (the callers fall back on the raw text)."""
+    ran = parse_status(EXEC_EXIT_STATUS)
+    assert ran is not None and (ran.status, ran.causes, ran.kind) == ("Failure", (("ExitCode", "3"),), None)
+    gone = parse_status(NOT_FOUND_BODY.encode())
+    assert gone is not None and (gone.kind, gone.message) == ("pods", 'pods "p0" not found')
+    assert (parse_status("[1]"), parse_status("not json"), parse_status(None)) == (None, None, parse_status("{}"))
+
+
+def test_a_local_queue_of_old_kueue_reads_its_flavor_usage_apart() -> None:
+    """A LocalQueue of Kueue before v0.9 names its usage ``flavorUsage``: kept apart from ``flavorsUsage`` (None)."""
+    queue = parse_queue(_load(NEW_LOCAL_QUEUE))
+    assert (queue.flavors_usage, queue.flavors_reservation, queue.admitted_workloads) == (None, None, 0)
+    assert queue.flavor_usage == [{"name": "default", "resources": [{"name": "cpu", "total": "0"}]}]
+
+
+def test_metadata_reads_owners_their_uids_and_finalizers() -> None:
+    meta = parse_metadata(_load(OWNED_POD_META))
+    assert (meta.owners, meta.owner_uids, meta.finalizers) == ((("Job", "job"),), ("j-1",), ["batch.kubernetes.io/job-tracking"])
+    assert (meta.labels, meta.created, meta.resource_version) == ({}, None, None)
+
+
+def test_a_pod_keeps_its_conditions_and_container_statuses_as_served() -> None:
+    raw = _load(JUST_CREATED_POD)
+    raw["status"] = _load(WAITING_STATUS)
+    pod = parse_pod(raw)
+    assert pod.served_conditions == _load(WAITING_STATUS)["conditions"]
+    assert pod.served_container_statuses == _load(WAITING_STATUS)["containerStatuses"]
+    fresh = parse_pod(_load(JUST_CREATED_POD))
+    assert (fresh.served_conditions, fresh.served_container_statuses) == (None, None)

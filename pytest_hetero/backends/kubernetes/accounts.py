@@ -23,7 +23,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
-from pytest_hetero.backends.kubernetes.manifests import FlavorUsage, QueueStatus, ServedClusterQueue, ServedLocalQueue
+from pytest_hetero.backends.kubernetes.manifests import FlavorUsage, ServedClusterQueue, ServedLocalQueue
 from pytest_hetero.backends.protocol import Account, QueueAccount, QuotaAccount, Unreadable
 from pytest_hetero.matrix.model import Tenant
 
@@ -46,11 +46,11 @@ def _flavors(entries: list[FlavorUsage] | None) -> dict[str, str]:
 
 def _queue_account(raw: ServedClusterQueue | ServedLocalQueue) -> QueueAccount:
     """The account of a ClusterQueue or LocalQueue from its JSON (``status``)."""
-    status: QueueStatus = raw.get("status") or {}
-    return {"usage": _flavors(status.get("flavorsUsage") or status.get("flavorUsage")),
-            "reservation": _flavors(status.get("flavorsReservation")),
-            "admitted_workloads": status.get("admittedWorkloads"),
-            "reserving_workloads": status.get("reservingWorkloads")}
+    queue = queues.parse_queue(raw)
+    return {"usage": _flavors(queue.flavors_usage or queue.flavor_usage),
+            "reservation": _flavors(queue.flavors_reservation),
+            "admitted_workloads": queue.admitted_workloads,
+            "reserving_workloads": queue.reserving_workloads}
 
 
 def queue_accounts(api: client.ApiClient, served: queues.Served, tenant: Tenant | None

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import connect
 from pytest_hetero.backends.kubernetes.manifests import Listed, ObjectList
-from pytest_hetero.backends.kubernetes.objects import Meta, parse_meta
+from pytest_hetero.backends.kubernetes.objects import Meta, parse_meta, parse_status
 from pytest_hetero.backends.labels import CREATED_AT, RUN_ID, CleanupEntry
 from pytest_hetero.backends.protocol import EngineFault, Leftover
 from pytest_hetero.evidence.usage import epoch
@@ -191,12 +191,8 @@ def lingering(api: client.ApiClient, namespace: str, selector: str, wait_s: floa
 
 def _message(exc: ApiException) -> str:
     """The ``message`` of an API Status body, else the reason."""
-    import json
-
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except (ValueError, AttributeError):
-        return str(exc.reason)
+    status = parse_status(exc.body)
+    return str((status.message if status is not None else None) or exc.reason)
 
 
 def cleanup(args: argparse.Namespace) -> list[CleanupEntry]:

@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
+from pytest_hetero.backends.kubernetes.objects import parse_status
 from pytest_hetero.backends.labels import CREATED_AT, LABEL, OWNER, ROLE, RUN_ID, utc_stamp
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, EngineUnavailable
 from pytest_hetero.pending import explain
@@ -217,14 +218,9 @@ def api_outcome(exc: BaseException, action: str) -> EngineFault:
 def not_found_kind(exc: ApiException) -> str:
     """``details.kind`` of a 404 Status (``namespaces``, ``pods``…) from the body or, for a refused
     exec websocket, from the handshake text; "" when it names none."""
-    import json
-
-    try:
-        details = json.loads(exc.body or "{}").get("details") or {}
-        if details.get("kind"):
-            return str(details["kind"])
-    except (ValueError, AttributeError):
-        pass
+    status = parse_status(exc.body)
+    if status is not None and status.kind:
+        return str(status.kind)
     found = re.search(r'"details":\{[^}]*"kind":"([a-z.]+)"', str(exc.reason).replace("\\", ""))
     return found.group(1) if found else ""
 
@@ -237,9 +233,5 @@ def namespace_of(message: str) -> str:
 
 def status_message(exc: ApiException) -> str:
     """The ``message`` of an API Status body, else the raw body or reason."""
-    import json
-
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except (ValueError, AttributeError):
-        return str(exc.body or exc.reason)
+    status = parse_status(exc.body)
+    return str(status.message or exc.reason) if status is not None else str(exc.body or exc.reason)

@@ -319,7 +319,7 @@ class KubernetesBackend(Backend):
         if s.settings.keep:
             for w in s.workloads.values():
                 sys.stderr.write(
-                    f"pytest-hetero: kept {w['kind']} {w['name']} in namespace {s.namespace}; "
+                    f"pytest-hetero: kept {w.kind} {w.name} in namespace {s.namespace}; "
                     f"remove with: hetero cleanup --backend kubernetes --run-id {s.settings.run_id}\n"
                 )
             for namespace, name in s.serving:
@@ -329,15 +329,15 @@ class KubernetesBackend(Backend):
                 )
             return []
         for w in s.workloads.values():
-            if not w.get("inputs"):
+            if not w.inputs or w.pod is None:
                 continue
             # on a KWOK node the copy lives on the host, not in the pod; a lost node gets 5 s to answer
-            rm = ["rm", "-rf", w["inputs"]]
-            if w.get("node_lost"):
-                kube_exec.try_run(s.core, s.namespace, w["pod"], rm, 5)
+            rm = ["rm", "-rf", w.inputs]
+            if w.node_lost:
+                kube_exec.try_run(s.core, s.namespace, w.pod, rm, 5)
                 continue
             try:
-                kube_exec.run(s.core, s.namespace, w["pod"], "workload", rm, 30)
+                kube_exec.run(s.core, s.namespace, w.pod, "workload", rm, 30)
             except Exception:  # noqa: BLE001, S110 - the pod may be gone already
                 pass
         wait_s = CLEANUP_WAIT_S if s.conf.cleanup_wait_s is None else s.conf.cleanup_wait_s

@@ -136,7 +136,7 @@ def manifests(session: KubeSession, step: Step, request: JobRequest, name: str, 
                        resource=step.resource.name, image=step.image.name, probe=probe,
                        task_type=request.task_type)
     notes = kc.created_annotations()
-    pull = {"never": "Never", "always": "Always"}.get(session.conf.pull_policy, "IfNotPresent")
+    pull = session.conf.image_pull_policy or "IfNotPresent"
     spec = ks.pod_spec(step.resource, step.image.reference, restart="Never", pull_policy=pull)
     spec["subdomain"] = name
     if request.priority_class:
@@ -408,7 +408,7 @@ def explain(session: KubeSession, out: JobPlacement, name: str, workload: Served
     out.decisive = decisive.to_dict() if decisive else None
     if workload is not None and seen is not None:
         refused: WorkloadSeen = {"workload": seen.name, "local_queue": seen.queue_name,
-                                 "conditions": (workload.get("status") or {}).get("conditions")}
+                                 "conditions": seen.served_conditions}
         out.admission = refused
     out.message = f"{what}: {summarise(reasons, facts_only=True)}" if reasons else (
         f"{what} and nothing explains why" + ("" if workload else "; Kueue created no Workload for it"))

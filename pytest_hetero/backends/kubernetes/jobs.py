@@ -94,15 +94,15 @@ while not os.path.exists(path):
     time.sleep(0.1)
 with open(path) as fh:
     given = json.load(fh)
-for key in given.get("unset", []):
+for key in given["unset"]:
     os.environ.pop(key, None)
-os.environ.update(given.get("env", {}))
+os.environ.update(given["env"])
 os.environ["HETERO_RENDEZVOUS_ADDR"] = os.environ["MASTER_ADDR"] = given["addr"]
 os.execvp(sys.argv[1], sys.argv[1:])
 '''
 WRITE_ADDRESS = ("import os, sys\nopen(sys.argv[1] + '.tmp', 'w').write(sys.argv[2])\n"
                  "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n")
-"""Run by exec in a rank's pod: write argv[2] (``{"addr", "env", "unset"}`` JSON) to argv[1] atomically."""
+"""Run by exec in a rank's pod: write argv[2] (a :class:`Handover`'s JSON) to argv[1] atomically."""
 KILL = ("import os, sys\nme = os.getpid()\nfor p in os.listdir('/proc'):\n"
         "    if not p.isdigit() or int(p) == me:\n        continue\n"
         "    try:\n        line = open('/proc/%s/cmdline' % p, 'rb').read()\n    except OSError:\n        continue\n"
@@ -275,13 +275,22 @@ def _start_ranks(session: KubeSession, job: Job, up: dict[int, GangPod], facts: 
     job.handle["started"] = time.time()
 
 
+class Handover(TypedDict):
+    """What the gate writes into every rank's pod (:data:`ADDRESS_FILE`, JSON) for :data:`LAUNCHER_CODE`: rank 0's
+    ``addr``, the attempt's ``env`` and the template's variables to ``unset`` (every key always written)."""
+
+    addr: str
+    env: dict[str, str]
+    unset: list[str]
+
+
 def _hand_over(session: KubeSession, job: Job, python: str, template: JobSpec | None = None) -> None:
     """Write rank 0's address into every rank's pod (the launcher execs the program once it is there), with the
     attempt's own :attr:`JobSpec.env` over the pod template's (``template``: the spec the Job was made from, when
     it is another attempt's; its variables this attempt lacks are unset). Raises ActionFailed
     ``container_exited`` when it cannot be written."""
-    given = {"addr": job.rendezvous_host, "env": dict(job.spec.env),
-             "unset": sorted(set(template.env) - set(job.spec.env)) if template else []}
+    given: Handover = {"addr": job.rendezvous_host, "env": dict(job.spec.env),
+                       "unset": sorted(set(template.env) - set(job.spec.env)) if template else []}
     for rank, pod in enumerate(job.ranks):
         done = podexec.run(session.core, session.namespace, pod, "workload",
                            [python, "-c", WRITE_ADDRESS, ADDRESS_FILE, json.dumps(given)], 60)

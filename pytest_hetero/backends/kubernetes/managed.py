@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes.manifests import Listed, ObjectMeta
+from pytest_hetero.backends.kubernetes.objects import parse_metadata
 from pytest_hetero.backends.kubernetes.snapshot import Lister
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ _KINDS: tuple[tuple[str, str, list[str]], ...] = (
 
 def _entry(item: Listed, resource: str, group: str) -> ManagedObject:
     meta: ObjectMeta = item["metadata"]
-    return {"resource": resource, "apiGroup": group, "namespace": meta.get("namespace"), "name": meta["name"],
+    return {"resource": resource, "apiGroup": group, "namespace": parse_metadata(meta).namespace, "name": meta["name"],
             "managedFields": list(meta.get("managedFields") or [])}
 
 

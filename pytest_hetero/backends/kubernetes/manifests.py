@@ -649,10 +649,11 @@ class PodGroupStatus(TypedDict, total=False):
 
 class ServedPodGroup(TypedDict, total=False):
     """A Volcano PodGroup (``scheduling.volcano.sh/v1beta1``) as served: what the gate reads of it (the
-    rest, for :func:`pytest_hetero.pending.explain`, stays in the object); ``metadata`` always."""
+    rest, for :func:`pytest_hetero.pending.explain`, stays in the object); ``kind`` and ``metadata`` always (the
+    API serves them on every object, a custom resource's LIST items included)."""
 
     apiVersion: str
-    kind: str
+    kind: Required[str]
     metadata: Required[ObjectMeta]
     status: PodGroupStatus
 
@@ -958,3 +959,33 @@ class ClaimList(TypedDict, total=False):
 
     metadata: ListMeta
     items: Required[list[ServedClaim]]
+
+
+class StatusCause(TypedDict, total=False):
+    """A ``details.causes[]`` entry of a ``metav1.Status``: ``reason`` (an exec's ``ExitCode``), ``message``
+    (its exit code as text), ``field``."""
+
+    reason: str
+    message: str
+    field: str
+
+
+class StatusDetails(TypedDict, total=False):
+    """A ``metav1.Status``'s ``details``: the ``kind`` (a 404's resource: ``pods``, ``namespaces``…), ``name``
+    and ``causes``."""
+
+    kind: str
+    name: str
+    causes: list[StatusCause]
+
+
+class StatusJSON(TypedDict, total=False):
+    """A ``metav1.Status`` as the apiserver answers a refused call (an ApiException's body) or an exec's error
+    channel sends it: ``status`` (``Success``/``Failure``), ``message``, ``reason``, ``code``, ``details``; every
+    field optional. Read it through :func:`.objects.parse_status`."""
+
+    status: str
+    message: str
+    reason: str
+    code: int
+    details: StatusDetails

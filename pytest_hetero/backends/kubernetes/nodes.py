@@ -6,7 +6,7 @@ run, nor to answer for one. Before startup's payload and before each model run t
 (``GET /api/v1/nodes/<name>``); during a model run a :class:`NodeWatch`, fed by the session's one watch of
 every node (:class:`NodeReadiness`), signals the exec loop to abandon the run as soon as Ready leaves
 ``True``. Either way the item ends ``error``, category ``node_not_ready``, owner ``infrastructure``, naming
-the node and its condition; the workload is marked lost (``workload["node_lost"]``) so later items of the same
+the node and its condition; the workload is marked lost (``workload.node_lost``) so later items of the same
 resource × image fail fast without touching the pod. A node that cannot be read (RBAC, apiserver down) is
 noted, never turned into a verdict.
 Condition fields follow the Kubernetes ``NodeCondition`` (``type``, ``status``, ``reason``,
@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import ConditionJSON, ServedNode
+from pytest_hetero.backends.kubernetes.objects import parse_condition
 from pytest_hetero.backends.kubernetes.watch import ListWatch
 from pytest_hetero.backends.protocol import EngineUnavailable, RunFailure, Step
 from pytest_hetero.evidence.model import utc_now
@@ -80,9 +81,10 @@ def unknown(reason: str, message: str) -> ReadyCondition:
 def describe(cond: ReadyCondition) -> str:
     """``Ready=Unknown since <lastTransitionTime>, NodeStatusUnknown: Kubelet stopped posting node status.``
     for a Ready condition."""
-    since = f" since {cond['lastTransitionTime']}" if cond.get("lastTransitionTime") else ""
-    why = ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
-    return f"Ready={cond['status']}{since}" + (f", {why}" if why else "")
+    seen = parse_condition(cond)
+    since = f" since {seen.last_transition}" if seen.last_transition else ""
+    why = ": ".join(str(x) for x in (seen.reason, seen.message) if x)
+    return f"Ready={seen.status}{since}" + (f", {why}" if why else "")
 
 
 class Transition(TypedDict):
@@ -111,13 +113,13 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node
     A node that is gone (404) counts as not Ready (``NodeDeleted``); one that cannot be read otherwise
     is recorded as ``<layer>.node_check`` and the layer goes on.
     """
-    lost = workload.get("node_lost")
+    lost = workload.node_lost
     if lost:
         kind = f"{ctx.layer}.node_not_ready"
         ctx.record(kind, node=lost["node"], earlier_item=lost["item"], condition=lost["condition"])
         raise EngineUnavailable(
             f"node {lost['node']} {lost['said']} {lost['item']} ({describe(lost['condition'])}); "
-            f"its workload pod {workload.get('pod')} is not used again: the {ctx.layer} layer did not run",
+            f"its workload pod {workload.pod} is not used again: the {ctx.layer} layer did not run",
             CATEGORY)
     if not node:
         return
@@ -135,14 +137,14 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node
     if cond["status"] == "True":
         return
     ctx.record(f"{ctx.layer}.node_not_ready", node=node, condition=cond, checked_at=utc_now())
-    workload["node_lost"] = {
+    workload.node_lost = {
         "node": node,
         "said": "was NotReady before",
         "item": ctx.planned.id,
         "condition": cond,
     }
     raise EngineUnavailable(
-        f"node {node} of pod {workload.get('pod')} is NotReady ({describe(cond)}); "
+        f"node {node} of pod {workload.pod} is NotReady ({describe(cond)}); "
         f"the {ctx.layer} layer did not run",
         CATEGORY)
 
@@ -258,14 +260,14 @@ class NodeWatch:
 
     def observe(self, cond: ReadyCondition) -> None:
         """Note the node's Ready condition ``cond`` (from the feed, under its lock)."""
-        status = cond["status"]
+        status, seen = cond["status"], parse_condition(cond)
         if not self.transitions or self.transitions[-1]["status"] != status:
             self.transitions.append(
                 {
                     "status": status,
-                    "reason": cond.get("reason"),
-                    "message": cond.get("message"),
-                    "lastTransitionTime": cond.get("lastTransitionTime"),
+                    "reason": seen.reason,
+                    "message": seen.message,
+                    "lastTransitionTime": seen.last_transition,
                     "seen_at": utc_now(),
                 }
             )
@@ -295,7 +297,7 @@ def abandoned(
     ctx.record(
         "model.node_not_ready",
         node=watch.name,
-        pod=workload.get("pod"),
+        pod=workload.pod,
         condition=cond,
         seen_at=watch.seen_at,
         transitions=watch.transitions,
@@ -304,7 +306,7 @@ def abandoned(
         process_killed=killed,
         watch_error=watch.error,
     )
-    workload["node_lost"] = {
+    workload.node_lost = {
         "node": watch.name,
         "said": "turned NotReady during",
         "item": ctx.planned.id,

@@ -11,6 +11,7 @@ attributes of these, never the JSON. Times stay RFC 3339 strings as served (``me
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pytest_hetero.backends.kubernetes.manifests import (
@@ -23,6 +24,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     PortJSON,
     ServedEndpointSlice,
     ServedPod,
+    StatusJSON,
     TerminatedState,
 )
 from pytest_hetero.backends.kubernetes.manifests import Container as ContainerJSON
@@ -47,16 +49,49 @@ class Condition:
                 "lastTransitionTime": self.last_transition}
 
 
+def parse_condition(raw: ConditionJSON) -> Condition:
+    """One ``status.conditions[]`` entry (JSON) as a :class:`Condition`."""
+    return Condition(type=raw["type"], status=raw["status"], reason=raw.get("reason"),
+                     message=raw.get("message"), last_transition=raw.get("lastTransitionTime"))
+
+
 def parse_conditions(raw: list[ConditionJSON] | None) -> tuple[Condition, ...]:
     """``status.conditions`` (a JSON list, or None) as :class:`Condition`s, in order."""
-    return tuple(Condition(type=c["type"], status=c["status"], reason=c.get("reason"),
-                           message=c.get("message"), last_transition=c.get("lastTransitionTime"))
-                 for c in raw or [])
+    return tuple(parse_condition(c) for c in raw or [])
 
 
 def find(conditions: tuple[Condition, ...], kind: str, status: str | None = None) -> Condition | None:
     """The first condition of type ``kind`` (and, when given, of ``status``), else None."""
     return next((c for c in conditions if c.type == kind and (status is None or c.status == status)), None)
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """An object's ``metadata`` as served: ``name``, ``namespace`` (None when absent: a cluster-scoped object),
+    ``labels``, ``annotations``, ``resource_version`` (``resourceVersion``), creationTimestamp (``created``),
+    deletionTimestamp (``deleting_since``), ``finalizers``, the ownerReferences' ``(kind, name)``s (``owners``)
+    and their ``uid``s (``owner_uids``); None, empty where absent."""
+
+    name: str
+    namespace: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    resource_version: str | None
+    created: str | None
+    deleting_since: str | None
+    finalizers: list[str]
+    owners: tuple[tuple[str, str], ...]
+    owner_uids: tuple[str, ...]
+
+
+def parse_metadata(raw: ObjectMeta) -> Metadata:
+    """:class:`Metadata` from an object's ``metadata`` JSON (the one parser of it: Pods, Nodes, :func:`parse_meta`)."""
+    owners = raw.get("ownerReferences") or []
+    return Metadata(name=raw["name"], namespace=raw.get("namespace"), labels=dict(raw.get("labels") or {}),
+                    annotations=dict(raw.get("annotations") or {}), resource_version=raw.get("resourceVersion"),
+                    created=raw.get("creationTimestamp"), deleting_since=raw.get("deletionTimestamp"),
+                    finalizers=list(raw.get("finalizers") or []),
+                    owners=tuple((o["kind"], o["name"]) for o in owners), owner_uids=tuple(o["uid"] for o in owners))
 
 
 @dataclass(frozen=True)
@@ -83,9 +118,9 @@ class Node:
 
 def parse_node(raw: ListedNode) -> Node:
     """A Node from its JSON as a LIST or GET answers it (see :class:`Node`)."""
-    meta, spec, status = raw["metadata"], raw["spec"], raw["status"]
-    return Node(name=meta["name"], resource_version=meta.get("resourceVersion"),
-                labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
+    meta, spec, status = parse_metadata(raw["metadata"]), raw["spec"], raw["status"]
+    return Node(name=meta.name, resource_version=meta.resource_version, labels=meta.labels,
+                annotations=meta.annotations,
                 taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
                 conditions=parse_conditions(status.get("conditions")),
                 capacity=dict(status.get("capacity") or {}), allocatable=dict(status.get("allocatable") or {}))
@@ -188,7 +223,8 @@ class Pod:
     creationTimestamp and deletionTimestamp (``created``/``deleting_since``), ownerReferences'
     ``(kind, name)``s; ``spec`` nodeName ("" when unbound), hostname and subdomain (None when absent),
     restartPolicy (``Always`` when absent), containers, initContainers, overhead; ``status`` phase, podIP
-    (``ip``), reason and message (None when absent), conditions, containerStatuses;
+    (``ip``), reason and message (None when absent), conditions, containerStatuses (parsed, and as served:
+    ``served_conditions``, ``served_container_statuses``, None when absent, which evidence keeps);
     ``deleted``: the run's pod watch saw it deleted (its own ``deleted`` mark, :mod:`.watch`)."""
 
     name: str
@@ -197,7 +233,7 @@ class Pod:
     annotations: dict[str, str]
     created: str | None
     deleting_since: str | None
-    owners: tuple[tuple[str | None, str | None], ...]
+    owners: tuple[tuple[str, str], ...]
     node_name: str
     hostname: str | None
     subdomain: str | None
@@ -211,6 +247,8 @@ class Pod:
     message: str | None
     conditions: tuple[Condition, ...]
     container_statuses: tuple[ContainerStatus, ...]
+    served_conditions: list[ConditionJSON] | None
+    served_container_statuses: list[ContainerStatusJSON] | None
     deleted: bool
 
 
@@ -221,19 +259,20 @@ def unseen_pod(name: str) -> ServedPod:
 
 def parse_pod(raw: ServedPod) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
-    meta, spec, status = raw["metadata"], raw["spec"], raw["status"]
-    return Pod(name=meta["name"], namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
-               annotations=dict(meta.get("annotations") or {}),
-               created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
-               owners=tuple((o["kind"], o["name"]) for o in meta.get("ownerReferences") or []),
+    meta, spec, status = parse_metadata(raw["metadata"]), raw["spec"], raw["status"]
+    conditions = status.get("conditions")
+    statuses = status.get("containerStatuses")
+    return Pod(name=meta.name, namespace=meta.namespace, labels=meta.labels, annotations=meta.annotations,
+               created=meta.created, deleting_since=meta.deleting_since, owners=meta.owners,
                node_name=str(spec.get("nodeName") or ""), hostname=spec.get("hostname"),
                subdomain=spec.get("subdomain"), restart_policy=spec.get("restartPolicy", "Always"),
                containers=tuple(_container(c) for c in spec["containers"]),
                init_containers=tuple(_container(c) for c in spec.get("initContainers") or []),
                overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"), ip=status.get("podIP"),
                reason=status.get("reason"),
-               message=status.get("message"), conditions=parse_conditions(status.get("conditions")),
-               container_statuses=tuple(_container_status(s) for s in status.get("containerStatuses") or []),
+               message=status.get("message"), conditions=parse_conditions(conditions),
+               container_statuses=tuple(_container_status(s) for s in statuses or []),
+               served_conditions=conditions, served_container_statuses=statuses,
                deleted=bool(raw.get("deleted")))
 
 
@@ -294,9 +333,9 @@ class Meta:
 
 def parse_meta(raw: ObjectMeta) -> Meta:
     """:class:`Meta` from an object's ``metadata`` JSON; KeyError without ``name`` or ``namespace``."""
-    return Meta(name=str(raw["name"]), namespace=str(raw["namespace"]), labels=dict(raw.get("labels") or {}),
-                annotations=dict(raw.get("annotations") or {}), created=raw.get("creationTimestamp"),
-                deleting_since=raw.get("deletionTimestamp"), finalizers=list(raw.get("finalizers") or []))
+    meta = parse_metadata(raw)
+    return Meta(name=meta.name, namespace=str(raw["namespace"]), labels=meta.labels, annotations=meta.annotations,
+                created=meta.created, deleting_since=meta.deleting_since, finalizers=meta.finalizers)
 
 
 @dataclass(frozen=True)
@@ -319,3 +358,29 @@ def parse_event(raw: EventJSON) -> Event:
     """An Event from its JSON."""
     return Event(type=raw.get("type"), reason=raw.get("reason"), message=raw.get("message"), count=raw.get("count"),
                  source_host=raw["source"].get("host"))
+
+
+@dataclass(frozen=True)
+class Status:
+    """A ``metav1.Status``: ``status`` (``Success``/``Failure``), ``message``, the ``kind`` of its ``details``
+    and the ``(reason, message)`` of each of its ``details.causes``; None where absent."""
+
+    status: str | None
+    message: str | None
+    kind: str | None
+    causes: tuple[tuple[str | None, str | None], ...]
+
+
+def parse_status(text: str | bytes | None) -> Status | None:
+    """A :class:`Status` from its JSON text (an ApiException's ``body``, an exec error channel's message); None
+    when the text is empty, not JSON, or not a JSON object (the caller then falls back on what it has)."""
+    try:
+        found = json.loads(text or "{}")
+    except ValueError:
+        return None
+    raw: StatusJSON = found
+    if not isinstance(found, dict):
+        return None
+    details = raw.get("details") or {}
+    return Status(status=raw.get("status"), message=raw.get("message"), kind=details.get("kind"),
+                  causes=tuple((c.get("reason"), c.get("message")) for c in details.get("causes") or []))

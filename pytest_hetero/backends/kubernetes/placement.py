@@ -45,9 +45,9 @@ def record_placed(
         refresh_nodes(session, list(ctx.resource.requests), node)
     facts = session.nodes.get(node)
     cond = find(parse_pod(pod).conditions, "PodScheduled")
-    workload["pod"] = pod["metadata"]["name"]
+    workload.pod = pod["metadata"]["name"]
     session.seen_nodes.add(node)
-    if workload["kind"] == "kueue-job":
+    if workload.kind == "kueue-job":
         record_admission(session, ctx, workload)
     ctx.record(
         "scheduling.placed",
@@ -99,14 +99,14 @@ def pool_nodes(session: KubeSession, ctx: Step) -> list[NodeFacts] | None:
 def owner_uid(session: KubeSession, workload: WorkloadRecord) -> str | None:
     """Uid of the Job / Volcano Job behind a workload (None for a plain pod or when unreadable)."""
     try:
-        if workload["kind"] in ("job", "kueue-job"):
+        if workload.kind in ("job", "kueue-job"):
             job = client.BatchV1Api(session.api).read_namespaced_job(
-                workload["name"], session.namespace, _request_timeout=kc.API_TIMEOUT_S
+                workload.name, session.namespace, _request_timeout=kc.API_TIMEOUT_S
             )
             return str(job.metadata.uid) if job.metadata else None
-        if workload["kind"] == "volcano-job":
+        if workload.kind == "volcano-job":
             obj: Any = client.CustomObjectsApi(session.api).get_namespaced_custom_object(
-                "batch.volcano.sh", "v1alpha1", session.namespace, "jobs", workload["name"]
+                "batch.volcano.sh", "v1alpha1", session.namespace, "jobs", workload.name
             )
             return str(obj["metadata"]["uid"])
     except Exception:  # noqa: BLE001 - explained from what can be read
@@ -124,10 +124,10 @@ def record_admission(session: KubeSession, ctx: Step, workload: WorkloadRecord) 
                                         label_selector=f"{queues.JOB_UID}={uid}") if uid else ([], None))
     if version is None or not found:
         ctx.record("scheduling.queue", controller="kueue", api=served.describe(queues.KUEUE), admitted=None,
-                   error=error or f"no Workload found for Job {workload['name']} (uid {uid})")
+                   error=error or f"no Workload found for Job {workload.name} (uid {uid})")
         return
     ctx.record("scheduling.queue", controller="kueue", admitted=True,
-               **queues.kueue_admission(session.api, version, found[0], workload.get("submitted_at")))
+               **queues.kueue_admission(session.api, version, found[0], workload.submitted_at))
 
 
 class QueueNote(TypedDict):
@@ -147,7 +147,7 @@ def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[Sequenc
     evidence says of reading them (:class:`QueueNote`; None for a pod or a plain Job): ``served`` is False
     when API discovery found no version of the controller's API."""
     which = {"kueue-job": ("kueue", queues.KUEUE, "workloads"),
-             "volcano-job": ("volcano", queues.VOLCANO, "podgroups")}.get(workload["kind"])
+             "volcano-job": ("volcano", queues.VOLCANO, "podgroups")}.get(workload.kind)
     if which is None:
         return [], None
     name, api_group, plural = which
@@ -155,7 +155,7 @@ def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[Sequenc
     note: QueueNote = {"controller": name, "api": served.describe(api_group),
                             "served": served.version(api_group) is not None, "job_uid": uid, "error": None}
     if uid is None:
-        note["error"] = f"{workload['kind']} {workload['name']} cannot be read (deleted?)"
+        note["error"] = f"{workload.kind} {workload.name} cannot be read (deleted?)"
         return [], note
     if plural == "workloads":
         loads, note["error"] = queues.read_objects(session.api, served, api_group, "workloads", session.namespace,
@@ -172,10 +172,10 @@ def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[ServedPod], q
         return f"; its {note['controller']} objects could not be read: {note['error']}"
     if note is not None and not note["served"]:
         return f"; {note['api']}"
-    if workload["kind"] == "kueue-job" and not queue:
+    if workload.kind == "kueue-job" and not queue:
         return (f"; Kueue ({note['api'] if note is not None else None}) created no Workload for it: is LocalQueue "
                 f"{ctx.resource.queue or 'default'} present in {namespace}, and Kueue's batch/job integration on?")
-    if workload["kind"] != "pod" and not pods:
+    if workload.kind != "pod" and not pods:
         return "; no pod was created for it"
     return ""
 
@@ -193,12 +193,12 @@ def unscheduled(
     (:func:`.scheduling.primary`; None when nothing explains the wait — for a ``kueue-job`` without a
     Workload the message then asks whether Kueue is installed)."""
     api, ns = session.api, session.namespace
-    pods = session.pods().by_key(workload["probe"])
+    pods = session.pods().by_key(workload.probe)
     events = [e for p in pods for e in ks.events_for(api, ns, p["metadata"]["name"])]
-    if workload["kind"] != "pod":
-        events += ks.events_for(api, ns, workload["name"])
+    if workload.kind != "pod":
+        events += ks.events_for(api, ns, workload.name)
     queue, note = queue_state(session, workload)
-    events += [e for q in queue if q.get("kind") == "PodGroup" for e in ks.events_for(api, ns, q["metadata"]["name"])]
+    events += [e for q in queue if q["kind"] == "PodGroup" for e in ks.events_for(api, ns, q["metadata"]["name"])]
     advertised = {n for f in session.nodes.values() for n, v in f["capacity"].items() if v}
     pool, tolerations = pool_nodes(session, ctx), ctx.resource.tolerations
     reasons = ks.name_taints(
@@ -208,24 +208,24 @@ def unscheduled(
     ctx.artifact("pending-pod.json", json.dumps(pods, indent=1), "application/json")
     ctx.record(
         "scheduling.pending",
-        object=workload["name"],
-        submit_as=workload["kind"],
-        pinned_to=workload["node"],
+        object=workload.name,
+        submit_as=workload.kind,
+        pinned_to=workload.node,
         timed_out_after_s=timed_out,
         reasons=[r.to_dict() for r in reasons],
         events=slim,
         queue_objects=[
             {
-                "kind": q.get("kind"),
-                "name": q.get("metadata", {}).get("name"),
+                "kind": q["kind"],
+                "name": q["metadata"]["name"],
                 "conditions": (q.get("status") or {}).get("conditions"),
             }
             for q in queue
         ],
-        conditions=[p["status"].get("conditions") for p in pods],
+        conditions=[parse_pod(p).served_conditions for p in pods],
         **({"queue": note} if note is not None else {}),
     )
-    pinned = workload["node"]
+    pinned = workload.node
     # a workload pinned to one node is kept off every other node by its own affinity: that says nothing
     deciding = [r for r in reasons if r.code != "node_affinity_mismatch"] or reasons if pinned else reasons
     decisive = ks.primary(deciding, pool, tolerations)
@@ -233,7 +233,7 @@ def unscheduled(
     if decisive is None:
         hint = no_reason_hint(ctx, workload, pods, queue, note, ns)
         return Placement(placed=False, message=(
-            f"{workload['kind']} {workload['name']} not scheduled{where} within {timed_out or 0:g} s and "
+            f"{workload.kind} {workload.name} not scheduled{where} within {timed_out or 0:g} s and "
             f"nothing explains why (pods: {len(pods)}){hint}"))
     return Placement(placed=False, decisive=decisive.to_dict(),
-                     message=f"{workload['name']} not scheduled{where}: {summarise(reasons, facts_only=True)}")
+                     message=f"{workload.name} not scheduled{where}: {summarise(reasons, facts_only=True)}")

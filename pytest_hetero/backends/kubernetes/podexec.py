@@ -20,7 +20,6 @@ split across two messages reads as itself. An outputs file is read back as stdou
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import select
@@ -48,6 +47,7 @@ from kubernetes.stream.ws_client import (
 )
 from websocket import ABNF, DEFAULT_SOCKET_OPTION, WebSocket, WebSocketConnectionClosedException, WebSocketException
 
+from pytest_hetero.backends.kubernetes.objects import parse_status
 from pytest_hetero.backends.streams import STREAM_CAP_BYTES, CappedStream
 from pytest_hetero.signals import quiet_thread
 
@@ -74,21 +74,18 @@ class ExecOutcome:
 
 def exit_code(status_text: str) -> int | None:
     """Exit code from the exec error channel's Status JSON (see module docstring); None when absent."""
-    if not status_text:
+    status = parse_status(status_text) if status_text else None
+    if status is None:
         return None
-    try:
-        status = json.loads(status_text)
-    except ValueError:
-        return None
-    if status.get("status") == "Success":
+    if status.status == "Success":
         return 0
-    for cause in (status.get("details") or {}).get("causes") or []:
-        if cause.get("reason") == "ExitCode":
+    for reason, message in status.causes:
+        if reason == "ExitCode" and message is not None:
             try:
-                return int(cause.get("message"))
-            except (TypeError, ValueError):
+                return int(message)
+            except ValueError:
                 pass
-    found = re.search(r"exit status (\d+)", str(status.get("message", "")))
+    found = re.search(r"exit status (\d+)", str(status.message or ""))
     return int(found.group(1)) if found else None
 
 

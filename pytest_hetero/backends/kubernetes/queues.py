@@ -21,6 +21,8 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import (
+    ConditionJSON,
+    FlavorUsage,
     ObjectList,
     PriorityClassRef,
     QueueStatus,
@@ -31,7 +33,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     WorkloadSpec,
     WorkloadStatus,
 )
-from pytest_hetero.backends.kubernetes.objects import Condition, find, parse_conditions
+from pytest_hetero.backends.kubernetes.objects import Condition, find, parse_conditions, parse_metadata
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
@@ -116,7 +118,7 @@ def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[
 
 def owned_by(objects: list[ServedPodGroup], uid: str) -> list[ServedPodGroup]:
     """The objects with an ownerReference to ``uid``."""
-    return [o for o in objects if any(r["uid"] == uid for r in o["metadata"].get("ownerReferences") or [])]
+    return [o for o in objects if uid in parse_metadata(o["metadata"]).owner_uids]
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,9 @@ class PodSetAssignment:
 class Workload:
     """A Kueue Workload (``kueue.x-k8s.io`` v1beta2 or v1beta1): ``metadata`` name and creationTimestamp
     (``created``); ``spec`` queueName, priority, priorityClassRef's ``(name, kind)`` (v1beta2; None when
-    absent or empty), priorityClassName and priorityClassSource (v1beta1); ``status`` conditions and the
-    admission's clusterQueue and podSetAssignments. None where absent."""
+    absent or empty), priorityClassName and priorityClassSource (v1beta1); ``status`` conditions (parsed, and
+    ``served_conditions``: the JSON list as served, which evidence keeps) and the admission's clusterQueue and
+    podSetAssignments. None where absent."""
 
     name: str | None
     created: str | None
@@ -149,6 +152,7 @@ class Workload:
     priority_class_name: str | None
     priority_class_source: str | None
     conditions: tuple[Condition, ...]
+    served_conditions: list[ConditionJSON] | None
     cluster_queue: str | None
     pod_sets: tuple[PodSetAssignment, ...]
 
@@ -161,15 +165,17 @@ def parse_workload(raw: ServedWorkload) -> Workload:
     """A Workload from its JSON (see :class:`Workload`)."""
     spec: WorkloadSpec
     status: WorkloadStatus
-    meta, spec, status = raw["metadata"], raw.get("spec") or {}, raw.get("status") or {}
+    meta = parse_metadata(raw["metadata"]) if raw["metadata"] else None
+    spec, status = raw.get("spec") or {}, raw.get("status") or {}
     ref: PriorityClassRef = spec.get("priorityClassRef") or {}
     admission = status.get("admission")
-    return Workload(name=meta["name"] if meta else None, created=meta.get("creationTimestamp") if meta else None,
+    conditions = status.get("conditions")
+    return Workload(name=meta.name if meta else None, created=meta.created if meta else None,
                     queue_name=spec.get("queueName"),
                     priority=spec.get("priority"), priority_ref=(ref.get("name"), ref.get("kind")) if ref else None,
                     priority_class_name=spec.get("priorityClassName"),
                     priority_class_source=spec.get("priorityClassSource"),
-                    conditions=parse_conditions(status.get("conditions")),
+                    conditions=parse_conditions(conditions), served_conditions=conditions,
                     cluster_queue=admission["clusterQueue"] if admission else None,
                     pod_sets=tuple(PodSetAssignment(name=s["name"], count=s.get("count"), flavors=s.get("flavors"),
                                                     resource_usage=s.get("resourceUsage"))
@@ -198,7 +204,7 @@ def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkloa
         found: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
             KUEUE[0], version, "clusterqueues", str(seen.cluster_queue), _request_timeout=kc.API_TIMEOUT_S)
         cq: ServedClusterQueue = found
-        queue_status = cluster_queue_seen(cq.get("status") or {})
+        queue_status = cluster_queue_seen(parse_queue(cq))
     except Exception as exc:  # noqa: BLE001 - the admission stands; the queue's usage is noted as unreadable
         queue_status = {"error": kc.api_outcome(exc, "read the ClusterQueue").message}
     return {
@@ -214,8 +220,33 @@ def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkloa
     }
 
 
-def cluster_queue_seen(status: QueueStatus) -> ClusterQueueSeen:
+@dataclass(frozen=True)
+class Queue:
+    """A Kueue ClusterQueue's or LocalQueue's ``status`` as served (None where the API left a field out, or the
+    whole status): ``flavors_usage`` (``flavorsUsage``), ``flavor_usage`` (``flavorUsage``: a LocalQueue's of
+    Kueue before v0.9), ``flavors_reservation`` (``flavorsReservation``), ``admitted_workloads``,
+    ``reserving_workloads`` and ``pending_workloads`` (``admittedWorkloads``…)."""
+
+    flavors_usage: list[FlavorUsage] | None
+    flavor_usage: list[FlavorUsage] | None
+    flavors_reservation: list[FlavorUsage] | None
+    admitted_workloads: int | None
+    reserving_workloads: int | None
+    pending_workloads: int | None
+
+
+def parse_queue(raw: ServedClusterQueue | ServedLocalQueue) -> Queue:
+    """A ClusterQueue's or LocalQueue's :class:`Queue` from its JSON (the one parser of a queue's ``status``)."""
+    status: QueueStatus = raw.get("status") or {}
+    return Queue(flavors_usage=status.get("flavorsUsage"), flavor_usage=status.get("flavorUsage"),
+                 flavors_reservation=status.get("flavorsReservation"),
+                 admitted_workloads=status.get("admittedWorkloads"),
+                 reserving_workloads=status.get("reservingWorkloads"),
+                 pending_workloads=status.get("pendingWorkloads"))
+
+
+def cluster_queue_seen(queue: Queue) -> ClusterQueueSeen:
     """A ClusterQueue's ``status`` counters as an admission keeps them (None where the API left one out)."""
-    return {"flavorsReservation": status.get("flavorsReservation"), "flavorsUsage": status.get("flavorsUsage"),
-            "admittedWorkloads": status.get("admittedWorkloads"), "pendingWorkloads": status.get("pendingWorkloads"),
-            "reservingWorkloads": status.get("reservingWorkloads")}
+    return {"flavorsReservation": queue.flavors_reservation, "flavorsUsage": queue.flavors_usage,
+            "admittedWorkloads": queue.admitted_workloads, "pendingWorkloads": queue.pending_workloads,
+            "reservingWorkloads": queue.reserving_workloads}

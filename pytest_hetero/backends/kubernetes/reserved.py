@@ -42,7 +42,6 @@ from pytest_hetero.backends.kubernetes import serving as kube_serving
 from pytest_hetero.backends.kubernetes import tenancy
 from pytest_hetero.backends.kubernetes.manifests import DeploymentManifest, ServiceManifest
 from pytest_hetero.backends.kubernetes.session import KubeSession
-from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import (
     ActionFailed,
@@ -482,7 +481,7 @@ def _run(session: KubeSession, step: Step, conf: ReserveSettings, report: Reserv
         before.append(_window(api, ns, name, window, measure))
     t0 = time.time()
     burst_res = dataclasses.replace(step.resource, priority_class=conf["burst"]["priority_class"])
-    pull = PULL.get(session.conf.pull_policy)
+    pull = session.conf.image_pull_policy
     labels = kc.labels(session.settings.run_id, session.owner, "governance", matrix=step.matrix.name,
                        resource=step.resource.name, probe=group)
     refused = []

@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from kubernetes import client
 
@@ -275,7 +275,7 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
     broken exec translated by :func:`.client.api_outcome`, and whatever :func:`.startup.start` raises.
     """
     workload, started_here = (given, None) if given is not None else _workload(session, ctx)
-    pod, root = workload["pod"], str(workload.get("root") or f"/tmp/hetero-{session.owner}")
+    pod, root = workload.started_pod(), workload.root or f"/tmp/hetero-{session.owner}"
     node = node_of(session, workload)
     kube_node.ensure_ready(session, ctx, workload, node)
     _ensure_inputs(session, ctx, workload, root, alone=given is not None)
@@ -293,12 +293,12 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
     # a per-run pod on a KWOK node: its inputs on the host go with the exec reading the outputs (else the caller
     # removes them)
     readback = Readback(values["outputs"],
-                        root if given is not None and simulated and workload.get("inputs") == root else None)
+                        root if given is not None and simulated and workload.inputs == root else None)
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
                                  {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"],
                                  runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped, readback)
     if readback.removed:
-        workload.pop("inputs", None)
+        workload.inputs = None
     ran = kube_usage.exec_facts(session, workload, begun, time.time())
     sampled, run_time = runtime.evidence(session.core, session.namespace, pod, run_dir, done.duration_s, dumped) \
         if not (done.abandoned or simulated) else runtime.read_back(
@@ -319,7 +319,7 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
             raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
         if remove is not None:  # removed by that exec
-            workload.pop("inputs", None)
+            workload.inputs = None
     return ExecResult(
         argv=argv, exit_code=done.exit_code, duration_s=done.duration_s, stdout=done.stdout,
         stderr=done.stderr, timed_out=done.timed_out, outputs=outputs, failure=failure,
@@ -392,48 +392,56 @@ def oom_failure(session: KubeSession, workload: WorkloadRecord, limit: str) -> R
     killed it under the container's memory limit: ``oom_killed`` (algorithm: the model needs more
     memory than the resource's memory ``limit``, quoted); None when the cgroup's ``oom_kill`` counter did not grow
     (another SIGKILL) or cannot be read."""
-    kills = oom_kills(session.core, session.namespace, workload["pod"])
-    if kills is None or kills <= workload.get("oom_kills", 0):
+    kills = oom_kills(session.core, session.namespace, workload.started_pod())
+    if kills is None or kills <= workload.oom_kills:
         return None
-    workload["oom_kills"] = kills
+    workload.oom_kills = kills
     return {"category": "oom_killed",
             "message": f"model run OOM-killed (exit {OOM_EXIT}, container cgroup oom_kill count {kills}) under "
                        f"the container's memory limit {limit}: the model needs more memory than the resource allows"}
 
 
-def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, dict[str, Any] | None]:
+class StartedImage(TypedDict):
+    """The image identity a model item that had to start its workload itself keeps (``details["image"]``, which the
+    model layer checks): the ``digest`` evidence names, every digest it is ``known`` by, and ``what`` names it."""
+
+    digest: str | None
+    known: list[str]
+    what: str
+
+
+def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, StartedImage | None]:
     """The item's started workload (``ctx.pinned_node``: the one :meth:`start_on` started on that node); started
-    here when no startup item did (then also the image identity the model layer checks: ``{"digest", "known",
-    "what", "owner"}``)."""
+    here when no startup item did (then also the image identity the model layer checks, :class:`StartedImage`)."""
     key = workload_key(ctx.resource.name, ctx.image.name, ctx.pinned_node)
     workload = session.workloads.get(key)
-    if workload is not None and "pod" in workload:
+    if workload is not None and workload.pod is not None:
         return workload, None
     if ctx.pinned_node is not None:  # node coverage starts its pinned workloads first: none is a harness bug
         raise RuntimeError(f"no started workload pinned to node {ctx.pinned_node} for {key[0]} x {key[1]}")
     ctx.record("model.note", message="no started workload from a startup item in this session; started here")
     identity = startup.start(session, ctx).identity
-    started_here = None if identity is None else {
+    started_here: StartedImage | None = None if identity is None else {
         "digest": identity.digest, "known": list(identity.known), "what": identity.what}
     return session.workloads[key], started_here
 
 
 def _ensure_inputs(session: KubeSession, ctx: Step, workload: WorkloadRecord, root: str, alone: bool = False) -> None:
     """Copy the matrix's inputs into the workload pod under ``root`` once per workload; ``alone`` (a model run's own
-    pod): the run's model and dataset only, and the container's environment kept as ``workload["env"]``."""
-    if workload.get("inputs"):
+    pod): the run's model and dataset only, and the container's environment kept as ``workload.env``."""
+    if workload.inputs:
         return
     only = (ctx.model.name, ctx.dataset.name) if alone else None
     try:
-        env = copy_inputs(session.core, session.namespace, workload["pod"], ctx.matrix, root, ctx.timeout_s, only,
-                          env=alone)
+        env = copy_inputs(session.core, session.namespace, workload.started_pod(), ctx.matrix, root, ctx.timeout_s,
+                          only, env=alone)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - translated
-        raise kc.api_outcome(exc, f"copy the inputs into pod {workload['pod']}") from None
-    workload["inputs"] = root
+        raise kc.api_outcome(exc, f"copy the inputs into pod {workload.pod}") from None
+    workload.inputs = root
     if alone:
-        workload["env"] = env
+        workload.env = env
 
 
 def _run_watched(
@@ -445,7 +453,7 @@ def _run_watched(
     outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict. ``dumped`` receives
     the wrapper's evidence files and ``readback`` the outputs when the exit-status check read them
     (:func:`exit_confirmed`)."""
-    pod = workload["pod"]
+    pod = workload.started_pod()
     watch = session.node_watch().watch(node) if node else None
     started_at, started = utc_now(), time.perf_counter()
     try:
@@ -544,5 +552,5 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
 
 def node_of(session: KubeSession, workload: WorkloadRecord) -> str:
     """Name of the node the workload's pod runs on, as the run's pod watch saw it ("" when unknown)."""
-    pods = session.watch.by_key(workload["probe"]) if session.watch else []
+    pods = session.watch.by_key(workload.probe) if session.watch else []
     return next((parse_pod(p).node_name for p in pods), "")

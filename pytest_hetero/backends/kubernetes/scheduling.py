@@ -38,7 +38,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     Toleration,
     Workload,
 )
-from pytest_hetero.backends.kubernetes.objects import parse_pod
+from pytest_hetero.backends.kubernetes.objects import parse_event, parse_pod
 from pytest_hetero.backends.protocol import NodeFacts, Taint
 from pytest_hetero.matrix.model import BASIC_RESOURCES as BASIC
 from pytest_hetero.matrix.model import Resource
@@ -269,9 +269,9 @@ def explain_pending(
     its own counts in the object's reason's detail (``event_message``) when they differ.
     """
     out: list[Reason] = []
-    for source in [*queue, *[p for p in pods if not p.get("deleted")]]:
+    for source in [*queue, *[p for p in pods if not parse_pod(p).deleted]]:
         out += [r for r in explain(source, advertised=advertised) if r not in out]
-    for event in [e for e in events if e.get("type") in ("Warning", "Normal")]:
+    for event in [e for e in events if parse_event(e).type in ("Warning", "Normal")]:
         for r in explain(event, advertised=advertised):
             same = next((i for i, x in enumerate(out) if x.code == r.code), None)
             if same is None and not (r.code == "unknown" and out):

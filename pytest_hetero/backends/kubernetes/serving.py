@@ -52,7 +52,6 @@ from pytest_hetero.backends.kubernetes.manifests import EnvVar, ObjectMeta, Serv
 from pytest_hetero.backends.kubernetes.objects import NO_CONTAINER, Pod, find, parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.session import Deployed
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
-from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
 from pytest_hetero.backends.protocol import (
     ActionFailed,
@@ -126,7 +125,7 @@ def manifests(session: KubeSession, step: Step, request: ServingRequest, namespa
         return {"namespace": namespace, "labels": labels, "annotations": notes, "name": named}
 
     spec = ks.pod_spec(step.resource, step.image.reference,
-                       pull_policy=PULL.get(session.conf.pull_policy))
+                       pull_policy=session.conf.image_pull_policy)
     container = spec["containers"][0]
     del container["command"]
     env: list[EnvVar] = [{"name": VERSION_ENV, "value": request.version},

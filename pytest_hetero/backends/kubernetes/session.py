@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from kubernetes import client
 
@@ -36,44 +36,58 @@ class NodeLost(TypedDict):
     condition: ReadyCondition
 
 
-class WorkloadRecord(TypedDict):
+@dataclass(eq=False)
+class WorkloadRecord:
     """One workload the run created (:mod:`.submit`, or a model run's own pod, :mod:`.spread`): its pod label
     ``probe`` key, object ``name`` and ``kind`` (``target.submit_as``), the fault of its creation (``error``;
     None when it was created), the ``node`` it is pinned to (None: not pinned); ``created`` (set once the create
-    call answered), the manifest ``body`` and ``submitted_at`` (epoch s) once submitted; then what the layers
-    learn: its ``pod``, ``node_lost``, ``released`` (epoch s), ``oom_kills`` seen, the ``inputs`` folder copied
-    into it and the ``root`` folder of a model run's pod, and that pod's container environment (``env``, as ``env``
-    printed it when its inputs were copied)."""
+    call answered), the manifest ``body`` and ``submitted_at`` (epoch s) once submitted (None before); then what
+    the layers learn (None until they do): its ``pod``, ``node_lost``, ``released`` (epoch s), ``oom_kills`` seen
+    (0), the ``inputs`` folder copied into it and the ``root`` folder of a model run's pod, and that pod's
+    container environment (``env``, as ``env`` printed it when its inputs were copied)."""
 
     probe: str
     name: str
     kind: str
     error: EngineFault | None
     node: str | None
-    created: NotRequired[threading.Event]
-    body: NotRequired[Workload]
-    submitted_at: NotRequired[float]
-    root: NotRequired[str]
-    pod: NotRequired[str]
-    node_lost: NotRequired[NodeLost]
-    released: NotRequired[float]
-    oom_kills: NotRequired[int]
-    inputs: NotRequired[str]
-    env: NotRequired[str]
+    created: threading.Event = field(default_factory=threading.Event)
+    body: Workload | None = None
+    submitted_at: float | None = None
+    root: str | None = None
+    pod: str | None = None
+    node_lost: NodeLost | None = None
+    released: float | None = None
+    oom_kills: int = 0
+    inputs: str | None = None
+    env: str | None = None
+
+    def started_pod(self) -> str:
+        """The workload's pod (set once placement or startup found it); RuntimeError before (a harness bug: the
+        layers read it after startup)."""
+        if self.pod is None:
+            raise RuntimeError(f"{self.kind} {self.name} has no pod yet")
+        return self.pod
+
+
+PULL = {"never": "Never", "always": "Always", "if-not-present": "IfNotPresent"}
+"""A target's ``pull_policy`` → the containers' ``imagePullPolicy`` (any other: unset, the cluster's default)."""
 
 
 @dataclass(frozen=True)
 class KubeTarget:
     """What this engine reads of the matrix's ``spec.target`` (:class:`pytest_hetero.matrix.document.TargetDoc`),
     resolved once (:func:`parse_target`): ``context`` and ``namespace`` (None: the kubeconfig's), ``submit_as``
-    (``pod`` when absent), ``pull_policy`` (``""`` when absent: the engine's default), the ``python`` the
-    workload image runs (``python3``), ``unschedulable_grace_s`` (0), ``cleanup_wait_s`` (None: the cleanup's
-    default)."""
+    (``pod`` when absent), ``pull_policy`` (``""`` when absent: the engine's default) and the containers'
+    ``imagePullPolicy`` it names (``image_pull_policy``: :data:`PULL`; None: the cluster's default), the
+    ``python`` the workload image runs (``python3``), ``unschedulable_grace_s`` (0), ``cleanup_wait_s`` (None:
+    the cleanup's default)."""
 
     context: str | None
     namespace: str | None
     submit_as: str
     pull_policy: str
+    image_pull_policy: str | None
     python: str
     unschedulable_grace_s: float
     cleanup_wait_s: float | None
@@ -82,8 +96,10 @@ class KubeTarget:
 def parse_target(raw: dict[str, Any]) -> KubeTarget:
     """:class:`KubeTarget` of a matrix target (as the backend receives it; the schema checked its types)."""
     wait = raw.get("cleanup_wait_s")
+    pull = str(raw.get("pull_policy", ""))
     return KubeTarget(context=raw.get("context"), namespace=raw.get("namespace"),
-                      submit_as=str(raw.get("submit_as", "pod")), pull_policy=str(raw.get("pull_policy", "")),
+                      submit_as=str(raw.get("submit_as", "pod")), pull_policy=pull,
+                      image_pull_policy=PULL.get(pull),
                       python=str(raw.get("python", "python3")),
                       unschedulable_grace_s=float(raw.get("unschedulable_grace_s", 0)),
                       cleanup_wait_s=None if wait is None else float(wait))

@@ -35,7 +35,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     ObjectMeta,
     ServedDaemonSet,
 )
-from pytest_hetero.backends.kubernetes.objects import Node, parse_node, parse_pod
+from pytest_hetero.backends.kubernetes.objects import Node, parse_metadata, parse_node, parse_pod
 
 T = TypeVar("T")
 
@@ -133,8 +133,8 @@ TOP_FIELDS = ("handler", "scheduling", "value", "preemptionPolicy", "globalDefau
 
 def parse_object(raw: ListedObject) -> Object:
     """An :class:`Object` from a listed item's JSON."""
-    meta: ObjectMeta = raw["metadata"]
-    return Object(namespace=meta.get("namespace"), name=meta["name"], spec=dict(raw.get("spec") or {}),
+    meta = parse_metadata(raw["metadata"])
+    return Object(namespace=meta.namespace, name=meta.name, spec=dict(raw.get("spec") or {}),
                   top={k: raw.get(k) for k in TOP_FIELDS})
 
 
@@ -160,9 +160,9 @@ class DaemonSet:
 
 def parse_daemonset(raw: ServedDaemonSet) -> DaemonSet:
     """A DaemonSet from its JSON."""
-    meta: ObjectMeta = raw["metadata"]
+    meta = parse_metadata(raw["metadata"])
     containers = raw["spec"]["template"]["spec"]["containers"]
-    return DaemonSet(ref=f"{meta.get('namespace')}/{meta['name']}", name=meta["name"],
+    return DaemonSet(ref=f"{meta.namespace}/{meta.name}", name=meta.name,
                      images=sorted(str(c.get("image")) for c in containers))
 
 

@@ -51,12 +51,13 @@ from pytest_hetero.backends.kubernetes.capacity import FreeCapacity, free_runs
 from pytest_hetero.backends.kubernetes.governance import in_maintenance
 from pytest_hetero.backends.kubernetes.manifests import ServedPod, Workload
 from pytest_hetero.backends.kubernetes.objects import parse_pod, unseen_pod
-from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
-from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
+from pytest_hetero.backends.kubernetes.session import WorkloadRecord
+from pytest_hetero.backends.kubernetes.submit import workload_key
+from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step, UsageFacts
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
+    from pytest_hetero.backends.kubernetes.session import KubeSession
 
 PER_RUN_POD: kube_model.Isolation = {
     "mechanism": "kubernetes pod of its own per model run, placed by the scheduler with the resource's requests "
@@ -121,11 +122,11 @@ def release_shared(session: KubeSession, step: Step) -> str | None:
     """Delete the started resource × image workload's pod (its startup is proven), so the devices it holds serve
     the model runs; the pod's name, or None when no startup item started one in this session."""
     workload = session.workloads.get(workload_key(step.resource.name, step.image.name))
-    if workload is None or "pod" not in workload or workload.get("released"):
+    if workload is None or workload.pod is None or workload.released:
         return None
-    _delete(session, workload.get("body"), str(workload["name"]), str(workload["pod"]))
-    workload["released"] = time.time()
-    return str(workload["pod"])
+    _delete(session, workload.body, workload.name, workload.pod)
+    workload.released = time.time()
+    return workload.pod
 
 
 def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> ExecResult:
@@ -136,9 +137,9 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
     workload = create(session, step)
     name = node = ""
     try:
-        found = session.pods().wait(workload["probe"], startup.waiter(), step.timeout_s)
-        pods = session.pods().by_key(workload["probe"])
-        pod: ServedPod = found[1] if found else (pods[-1] if pods else unseen_pod(workload["name"]))
+        found = session.pods().wait(workload.probe, startup.waiter(), step.timeout_s)
+        pods = session.pods().by_key(workload.probe)
+        pod: ServedPod = found[1] if found else (pods[-1] if pods else unseen_pod(workload.name))
         name = str(pod["metadata"]["name"])
         seen = parse_pod(pod)
         if found is None or found[0] == "failed":
@@ -146,30 +147,32 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
             startup.startup_failed(session, step, pod, found is None)
         running = time.time()
         node = seen.node_name
-        workload["pod"] = name
+        workload.pod = name
         simulated = session.simulated(node)
         result = kube_model.execute(session, step, given=workload,
                                     isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD)
-        devices = visible_devices(workload.pop("env", ""))
-        ran = result.details.get("workload") or {}  # the exec's own times (.usage.exec_facts)
+        devices, workload.env = visible_devices(workload.env or ""), None
+        ran: UsageFacts = result.details["workload"]  # the exec's own times (.run.execute keeps .usage.exec_facts)
         ident = startup.image_identity(seen)
-        if "pod" not in (session.workloads.get(workload_key(step.resource.name, step.image.name)) or {}):
+        shared = session.workloads.get(workload_key(step.resource.name, step.image.name))
+        if shared is None or shared.pod is None:
             result.details["image"] = {"digest": ident["digest"], "known": [ident["digest"] or ""],
                                        "what": f"image {step.image.reference}"}
         facts = kube_usage.workload_facts(session, workload, outcome="completed" if result.exit_code == 0 else "failed")
     finally:
-        if workload.pop("inputs", None) and session.simulated(node):
+        inputs, workload.inputs = workload.inputs, None
+        if inputs and workload.root and session.simulated(node):
             # on a KWOK node the copy is on the host (each run has a root of its own there): removed with the run
-            kube_exec.try_run(session.core, session.namespace, name, ["rm", "-rf", workload["root"]], 5)
-        deleted = _delete(session, workload["body"], workload["name"], workload.get("pod"))
+            kube_exec.try_run(session.core, session.namespace, name, ["rm", "-rf", workload.root], 5)
+        deleted = _delete(session, workload.body, workload.name, workload.pod)
         if session.watch is not None:
-            session.watch.forget(workload["probe"])  # read for the last time above: thousands of runs keep none
+            session.watch.forget(workload.probe)  # read for the last time above: thousands of runs keep none
     facts["released"] = deleted
     result.details["workload"] = facts
     result.details["spread"] = {
         "pod": name, "node": node or None, "devices": devices, "concurrency": width,
         "queued_at": queued, "created_at": begun, "running_at": running,
-        "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"), "deleted_at": deleted,
+        "run_started_at": ran["started"], "run_ended_at": ran["ended"], "deleted_at": deleted,
         "waited_for_slot_s": round(begun - queued, 3), "waited_for_pod_s": round(running - begun, 3),
     }
     return result
@@ -186,7 +189,7 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
                        resource=res.name, image=img.name, probe=probe)
     try:
         body = ks.manifest(session.submit_as, probe, session.namespace, labels, res, img.reference,
-                           PULL.get(session.conf.pull_policy), kc.created_annotations())
+                           session.conf.image_pull_policy, kc.created_annotations())
     except ValueError as exc:
         raise ActionFailed(str(exc), "bad_target") from None
     deadline = int(2 * step.timeout_s + DEADLINE_MARGIN_S)
@@ -195,9 +198,8 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
     elif body["apiVersion"] == "batch/v1":
         body["spec"]["activeDeadlineSeconds"] = deadline
         body["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
-    workload: WorkloadRecord = {"probe": probe, "name": probe, "kind": session.submit_as, "error": None,
-                                "node": None, "body": body, "submitted_at": time.time(),
-                                "root": f"/tmp/hetero-{session.owner}-{tail[:6]}"}
+    workload = WorkloadRecord(probe=probe, name=probe, kind=session.submit_as, error=None, node=None, body=body,
+                              submitted_at=time.time(), root=f"/tmp/hetero-{session.owner}-{tail[:6]}")
     try:
         ks.create(session.api, body)
     except Exception as exc:  # noqa: BLE001 - translated

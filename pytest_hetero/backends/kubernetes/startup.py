@@ -198,7 +198,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     """
     key = submit.workload_key(ctx.resource.name, ctx.image.name, pinned)
     workload = session.workloads.get(key)
-    if workload is None or "pod" not in workload:
+    if workload is None or workload.pod is None:
         if pinned is None:
             ctx.record("startup.note", message="no placed workload from a scheduling item; submitted here")
         session.pods()
@@ -207,9 +207,9 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
             code = placed.decisive["code"] if placed.decisive else None
             raise ActionFailed(placed.message, code or "scheduling_timeout")
         workload = session.workloads[key]
-    found = session.pods().wait(workload["probe"], waiter(), ctx.timeout_s)
-    pods = session.pods().by_key(workload["probe"])
-    pod: ServedPod = found[1] if found else (pods[-1] if pods else unseen_pod(workload.get("pod", "")))
+    found = session.pods().wait(workload.probe, waiter(), ctx.timeout_s)
+    pods = session.pods().by_key(workload.probe)
+    pod: ServedPod = found[1] if found else (pods[-1] if pods else unseen_pod(workload.pod or ""))
     seen = parse_pod(pod)
     name = seen.name
     facts, why = session.nodes.get(seen.node_name), session.unread_nodes.get(seen.node_name)
@@ -225,7 +225,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
         node=node,
         phase=seen.phase,
         pinned_to=pinned,
-        container_statuses=pod["status"].get("containerStatuses"),
+        container_statuses=seen.served_container_statuses,
         **ident,
         declared_digest=ctx.image.digest,
     )

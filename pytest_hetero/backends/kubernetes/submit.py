@@ -11,7 +11,6 @@ matrix, N at a time. :func:`place` waits on the run's pod watch; ``unschedulable
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -19,14 +18,12 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import placement as kp
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes.manifests import ServedPod
+from pytest_hetero.backends.kubernetes.session import WorkloadRecord
 from pytest_hetero.backends.protocol import ActionFailed, Placement, Step
 from pytest_hetero.matrix.model import Matrix
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
-
-PULL = {"never": "Never", "always": "Always", "if-not-present": "IfNotPresent"}
-
+    from pytest_hetero.backends.kubernetes.session import KubeSession
 
 def workload_key(resource: str, image: str, node: str | None = None) -> tuple[str, ...]:
     """The key of a workload in ``session.workloads``: (resource, image), plus the node it is pinned to."""
@@ -46,19 +43,13 @@ def submit(session: KubeSession, matrix: Matrix, resource: str, image: str, node
         seed = f"{resource}/{image}" + (f"/{node}" if node is not None else "")
         tail = f"{hashlib.sha1(seed.encode()).hexdigest()[:5]}-{session.owner[:6]}"
         probe = f"{kc.dns_name(resource, image, limit=50)}-{tail}"
-        workload: WorkloadRecord = {
-            "probe": probe,
-            "name": f"{kc.dns_name('hetero', resource, image, limit=50)}-{tail}",
-            "kind": session.submit_as,
-            "error": None,
-            "created": threading.Event(),
-            "node": node,
-        }
+        workload = WorkloadRecord(probe=probe, name=f"{kc.dns_name('hetero', resource, image, limit=50)}-{tail}",
+                                  kind=session.submit_as, error=None, node=node)
         session.workloads[key] = workload
     try:
         return create(session, matrix, resource, image, workload)
     finally:
-        workload["created"].set()
+        workload.created.set()
 
 
 def create(
@@ -68,13 +59,13 @@ def create(
     ``submitted_at`` (epoch seconds) added.
 
     Raises ActionFailed ``bad_target`` (platform) when the manifest cannot be built, and the
-    :func:`kube_client.api_outcome` of a refused create; either is also kept in ``workload["error"]``.
+    :func:`kube_client.api_outcome` of a refused create; either is also kept in ``workload.error``.
     """
-    probe = workload["probe"]
+    probe = workload.probe
     res, img = matrix.resource(resource), matrix.image(image)
     notes = kc.created_annotations()
-    if workload["node"]:
-        notes[ks.PINNED] = str(workload["node"])
+    if workload.node:
+        notes[ks.PINNED] = str(workload.node)
     labels = kc.labels(
         session.settings.run_id,
         session.owner,
@@ -87,26 +78,26 @@ def create(
     try:
         body = ks.manifest(
             session.submit_as,
-            workload["name"],
+            workload.name,
             session.namespace,
             labels,
             res,
             img.reference,
-            PULL.get(session.conf.pull_policy),
+            session.conf.image_pull_policy,
             notes,
-            pinned_to=workload["node"],
+            pinned_to=workload.node,
         )
     except ValueError as exc:
         refused = ActionFailed(str(exc), "bad_target")
-        workload["error"] = refused
+        workload.error = refused
         raise refused from None
-    workload["body"] = body
-    workload["submitted_at"] = time.time()
+    workload.body = body
+    workload.submitted_at = time.time()
     try:
         ks.create(session.api, body)
     except Exception as exc:  # noqa: BLE001 - translated, kept for the item that owns it
-        fault = kc.api_outcome(exc, f"create {body['kind']} {workload['name']} in namespace {session.namespace}")
-        workload["error"] = fault
+        fault = kc.api_outcome(exc, f"create {body['kind']} {workload.name} in namespace {session.namespace}")
+        workload.error = fault
         raise fault from None
     return workload
 
@@ -140,27 +131,27 @@ def place(session: KubeSession, ctx: Step, timeout_s: float, node: str | None = 
     """
     start = time.perf_counter()
     workload = submit(session, ctx.matrix, ctx.resource.name, ctx.image.name, node)
-    workload["created"].wait(timeout_s)
-    if workload["error"] is not None:
-        reasons = getattr(workload["error"], "reasons", [])
+    workload.created.wait(timeout_s)
+    if workload.error is not None:
+        reasons = getattr(workload.error, "reasons", [])
         ctx.record(
             "scheduling.pending",
-            object=workload["name"],
-            submit_as=workload["kind"],
+            object=workload.name,
+            submit_as=workload.kind,
             refused_by="apiserver",
             pinned_to=node,
             reasons=reasons,
-            message=workload["error"].message,
+            message=workload.error.message,
         )
-        raise workload["error"]
+        raise workload.error
     ctx.record(
         "scheduling.submitted",
-        submit_as=workload["kind"],
-        name=workload["name"],
+        submit_as=workload.kind,
+        name=workload.name,
         namespace=session.namespace,
         pinned_to=node,
-        manifest=workload["body"],
-        submitted_at_epoch_s=workload["submitted_at"],
+        manifest=workload.body,
+        submitted_at_epoch_s=workload.submitted_at,
     )
     grace = session.conf.unschedulable_grace_s
     first_refusal: list[float] = []
@@ -173,7 +164,7 @@ def place(session: KubeSession, ctx: Step, timeout_s: float, node: str | None = 
             return "unschedulable" if time.monotonic() - first_refusal[0] >= grace else None
         return None
 
-    found: ServedPod | str | None = session.pods().wait(workload["probe"], done, timeout_s)
+    found: ServedPod | str | None = session.pods().wait(workload.probe, done, timeout_s)
     if found is None or isinstance(found, str):
         return kp.unscheduled(session, ctx, workload, timeout_s if found is None else None)
     kp.record_placed(session, ctx, workload, found, time.perf_counter() - start)

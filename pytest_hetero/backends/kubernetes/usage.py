@@ -71,16 +71,16 @@ def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: S
     no record was made): of ``pod`` when given, else of its latest pod in the run's watch, else of the manifest
     alone (not created, or no pod yet: requests and submission time only). ``outcome`` overrides the pod's."""
     if pod is None and workload is not None:
-        pods = session.pods().by_key(workload["probe"])
+        pods = session.pods().by_key(workload.probe)
         pod = pods[-1] if pods else None
-    submitted = workload.get("submitted_at") if workload is not None else None
+    submitted = workload.submitted_at if workload is not None else None
     if pod is not None:
         facts = pod_facts(session, parse_pod(pod), submitted)
     else:
-        body = workload.get("body") if workload is not None else None
+        body = workload.body if workload is not None else None
         requests = (requests_of(body) or {}) if body is not None else {}
-        kind = str((workload["kind"] if workload is not None else None) or "pod")
-        name = workload["name"] if workload is not None else None
+        kind = str((workload.kind if workload is not None else None) or "pod")
+        name = workload.name if workload is not None else None
         facts = {"workload": f"{kind.lower()}/{session.namespace}/{name}",
                  "object": kind, "name": name,
                  "namespace": session.namespace, "tenant": None, "requests": dict(requests),
@@ -95,7 +95,7 @@ def exec_facts(session: KubeSession, workload: WorkloadRecord, begun: float, end
     the pod's requests over the run's wall time, counted for the model (object ``exec``, ``within`` the pod,
     so the pod is not counted twice for its namespace)."""
     pod = workload_facts(session, workload)
-    return {"workload": f"exec/{session.namespace}/{workload.get('pod')}/{uuid.uuid4().hex[:8]}", "object": "exec",
-            "within": pod["workload"], "name": workload.get("pod"), "namespace": session.namespace,
+    return {"workload": f"exec/{session.namespace}/{workload.pod}/{uuid.uuid4().hex[:8]}", "object": "exec",
+            "within": pod["workload"], "name": workload.pod, "namespace": session.namespace,
             "tenant": None, "requests": pod["requests"], "started": begun, "ended": ended, "released": ended,
             "attempts": 1, "simulated": pod.get("simulated", False)}

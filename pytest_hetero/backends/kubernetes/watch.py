@@ -27,6 +27,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.client import PROBE
 from pytest_hetero.backends.kubernetes.manifests import ObjectList, ServedPod, WatchEvent
+from pytest_hetero.backends.kubernetes.objects import parse_metadata
 from pytest_hetero.signals import quiet_thread
 
 WATCH_TIMEOUT_S = 240
@@ -248,7 +249,7 @@ class PodWatch(ListWatch):
 
 
 def _labels(pod: Pod) -> dict[str, str]:
-    return pod["metadata"].get("labels") or {}
+    return parse_metadata(pod["metadata"]).labels
 
 
 def close_watch(resp: Any) -> None:
