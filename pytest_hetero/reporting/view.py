@@ -390,8 +390,8 @@ def _item_rows(items: Sequence[Entry], located: list[tuple[str, tuple[str, ...]]
                           if (matrix, layer, key[:n]) in by_prefix), None)
             e = items[found] if found is not None else None
             cells[layer] = None if e is None or found is None else {
-                "status": e["status"], "index": found, "nodeid": e["nodeid"], "blocked_by": e.get("blocked_by"),
-                "reason": e.get("reason"), "why": why(e)}
+                "status": e["status"], "index": found, "nodeid": e["nodeid"], "blocked_by": e["blocked_by"],
+                "reason": e["reason"], "why": why(e)}
         rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
     return rows
 
@@ -410,9 +410,9 @@ def why(entry: Entry) -> str:
     failure = entry["failure"] if "failure" in entry else None
     if failure:
         return printable(f"{failure['category']}: {failure['message']}")[:200]
-    if entry.get("blocked_by"):
+    if entry["blocked_by"]:
         return "blocked by " + str(entry["blocked_by"]).split("::", 1)[-1]
-    return printable(str(entry.get("reason") or ""))[:200]
+    return printable(str(entry["reason"] or ""))[:200]
 
 
 def heatgrid(evidence: EvidenceDocument, reason_limit: int = GRID_REASONS) -> Heatgrid:
