@@ -111,7 +111,7 @@ def _item(n: int, variant: int) -> dict[str, Any]:
             {"name": "accuracy-floor", "kind": "metric", "expected": ">= 0.95", "observed": 0.97, "verdict": "pass",
              "detail": ""},
             {"name": "latency-p95", "kind": "latency", "expected": "<= 20 ms", "observed": 4.0 * shift,
-             "verdict": "pass", "detail": ""}]}})
+             "verdict": "pass", "detail": ""}], "run": None}})
     return item
 
 

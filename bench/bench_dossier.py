@@ -60,7 +60,7 @@ def synthetic_evidence(n: int) -> EvidenceDocument:
                  "observed": 0.96 if ok else 0.91, "verdict": "pass" if ok else "fail", "detail": "",
                  "bound": {"op": ">=", "value": 0.95, "tolerance": None}},
                 {"name": "latency-p95", "kind": "latency", "expected": "p95 ≤ 20 ms", "observed": 3.5 + i % 7,
-                 "verdict": "pass", "detail": ""}]}})
+                 "verdict": "pass", "detail": ""}], "run": None}})
     untested = cast("UntestedSection", {
         "items": [{k: i[k] for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")}
                   for i in items if i["status"] == "blocked"], "never_covered": {}, "not_proven": [],

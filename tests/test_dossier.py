@@ -314,10 +314,11 @@ def test_queue_wait_from_what_the_engine_recorded() -> None:
     # scheduling keyed by resource × image, as the Kubernetes engine places per image
     sched["keys"] = {"resource": "cpu-host", "image": "py-current"}
     sched["records"] = [
-        {"kind": "scheduling.submitted", "at": "t", "data": {"submitted_at_epoch_s": 1796121718.4}},
-        {"kind": "scheduling.placed", "at": "t", "data": {"node": "kwok-1", "waited_s": 0.06,
-                                                            "observed_epoch_s": 1796121718.46}}]
-    startup["records"] = [{"kind": "startup.pod", "at": "t", "data": {"container_statuses": [
+        {"kind": "scheduling.submitted", "at": "t", "data": {"name": "w", "submitted_at_epoch_s": 1796121718.4}},
+        {"kind": "scheduling.placed", "at": "t", "data": {"pod": "w", "node": "kwok-1", "waited_s": 0.06,
+                                                            "decided_at": None, "observed_epoch_s": 1796121718.46}}]
+    startup["records"] = [{"kind": "startup.pod", "at": "t", "data": {
+        "pod": "w", "node": "kwok-1", "digest": None, "container_statuses": [
         {"restartCount": 2, "state": {"running": {"startedAt": "2026-12-01T10:41:58Z"}}}]}}]
     ops = sections.operations(Facts(as_document(ev)), Text("en"))
     assert ops["queue"] == [{"item": "cpu-host::scheduling", "submitted": "2026-12-01 10:41:58",

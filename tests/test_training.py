@@ -221,7 +221,7 @@ def heat_item(layer: str, status: str, check: str | None = None) -> dict[str, An
     keys = {"resource": "cpu", "image": "img", "model": "m", "dataset": "d", **({"check": check} if check else {})}
     tail = f"{check}::model" if check else layer
     return {"nodeid": f"x.matrix.yaml::cpu::img::m@d::{tail}", "matrix": "x.matrix.yaml", "layer": layer,
-            "keys": keys, "status": status}
+            "keys": keys, "status": status, "blocked_by": None, "reason": None}
 
 
 @pytest.mark.parametrize(("run", "comm", "shown"), [

@@ -36,7 +36,7 @@ def night(n: int, accuracy: float, business: str = "passed", version: str = "1.0
          "verdict": "pass" if accuracy >= 0.95 else "fail", "detail": "",
          "bound": {"op": ">=", "value": 0.95, "tolerance": None}},
         {"name": "golden-samples", "kind": "golden", "expected": "10 golden samples match", "observed": "10/10 match",
-         "verdict": "pass", "detail": ""}]}}]
+         "verdict": "pass", "detail": ""}], "run": None}}]
     return ev
 
 

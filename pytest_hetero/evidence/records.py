@@ -412,3 +412,89 @@ RESERVE_SERVING = Kind[ReserveServingData]("reserve.serving")
 RESERVE_BURST = Kind[ReserveBurstData]("reserve.burst")
 RESERVE_WINDOW = Kind[ReserveWindowData]("reserve.window")
 RESERVE_TIMELINE = Kind[ReserveTimelineData]("reserve.timeline")
+
+
+# --- typerep2 ---
+# The kinds below name record kinds already named above with the fields every writer writes made required (the
+# renderers read them with a subscript); the older names stay for their other readers until they are folded in.
+
+
+class SubmittedAtData(TypedDict):
+    """``scheduling.submitted`` as its two writers write it (:mod:`pytest_hetero.backends.kubernetes.submit`, ``.gang``:
+    both write the workload's ``name`` and ``submitted_at_epoch_s``, the epoch seconds of the create call)."""
+
+    name: str
+    submitted_at_epoch_s: float | None
+
+
+class PlacedAtData(TypedDict):
+    """``scheduling.placed`` as its one writer writes it (:mod:`pytest_hetero.backends.kubernetes.placement`, every
+    field since it recorded times): the pod, its node, the seconds waited, the PodScheduled condition's time
+    ``decided_at`` (ISO, None when absent) and ``observed_epoch_s`` when the bind was watched (None when not)."""
+
+    pod: str
+    node: str
+    waited_s: float
+    decided_at: str | None
+    observed_epoch_s: float | None
+
+
+class ImageDigestData(TypedDict):
+    """``startup.environment`` (:mod:`pytest_hetero.backends.local`: the environment's distributions digest) and
+    ``startup.image`` (:mod:`pytest_hetero.backends.docker.engine`: the image's repo digest or id): ``digest``, which
+    both always write."""
+
+    digest: str | None
+
+
+class PodStartData(TypedDict):
+    """``startup.pod`` (:mod:`pytest_hetero.backends.kubernetes.startup`, its one writer): the pod, its node (None
+    when neither listed nor unreadable), the image ``digest`` the node reports (None when it reports no image id),
+    and the pod's ``container_statuses`` as the apiserver wrote them (None when it listed none)."""
+
+    pod: str
+    node: str | None
+    digest: str | None
+    container_statuses: list[ContainerStatus] | None
+
+
+class DigestCheckData(TypedDict):
+    """``artifact.digest`` (:func:`pytest_hetero.layers.startup.verify_digest`, its one writer, which writes both
+    on every path): the digest the matrix declares and the one the file has (None when the file is missing)."""
+
+    expected: str
+    observed: str | None
+
+
+class SampledRulesData(TypedDict):
+    """``business.rules`` (:mod:`pytest_hetero.layers.business`, its one writer): each rule's result and ``run``,
+    the number of a repeated sample (None for a single run), which it writes on every record."""
+
+    results: list[RuleResult]
+    run: int | None
+
+
+class MeasuredSize(TypedDict):
+    """One message size of a collective-communication test as :class:`pytest_hetero.layers.training.SizeFacts`
+    writes it (every field, always)."""
+
+    bytes: int
+    busbw_gbps: float
+
+
+class MeasuredCommunicationData(TypedDict):
+    """``training.communication`` with its sizes as :class:`MeasuredSize` (see :class:`CommunicationData`)."""
+
+    world_size: int
+    backend: str
+    sizes: list[MeasuredSize]
+
+
+SUBMITTED_AT = Kind[SubmittedAtData]("scheduling.submitted")
+PLACED_AT = Kind[PlacedAtData]("scheduling.placed")
+ENVIRONMENT_DIGEST = Kind[ImageDigestData]("startup.environment")
+IMAGE_DIGEST = Kind[ImageDigestData]("startup.image")
+POD_STARTED = Kind[PodStartData]("startup.pod")
+DIGEST_CHECK = Kind[DigestCheckData]("artifact.digest")
+SAMPLED_RULES = Kind[SampledRulesData]("business.rules")
+MEASURED_COMMUNICATION = Kind[MeasuredCommunicationData]("training.communication")

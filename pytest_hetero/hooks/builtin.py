@@ -77,7 +77,7 @@ def pytest_hetero_amend_evidence(evidence: EvidenceDocument, settings: Settings,
     evidence["validation"] = _validation(evidence, inputs)
     # nodes of a pool no workload exercised: unvalidated by this run, part of what it did not test
     evidence["untested"]["nodes"] = [{"matrix": p["matrix"], "pool": p["pool"], **e}
-                                     for p in evidence["validation"]["pools"] for e in p.get("unvalidated") or []]
+                                     for p in evidence["validation"]["pools"] for e in p["unvalidated"]]
     if not (settings.profile or settings.affected or settings.affected_from or settings.shard
             or settings.affected_from_cluster):
         return

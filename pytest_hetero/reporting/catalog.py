@@ -76,7 +76,7 @@ def catalog_rows(statuses: list[BundleStatus], now: datetime) -> list[CatalogRow
     for name, (status, pool) in sorted(best.items()):
         rows.append({
             "pool": name, "type": pool["type"], "vendor": pool["vendor"], "nodes": list(pool["nodes"]),
-            "node_levels": {str(e["node"]): {t: v["level"] for t, v in sorted((e.get("task_types") or {}).items())}
+            "node_levels": {str(e["node"]): {t: v["level"] for t, v in sorted(e["task_types"].items())}
                             for e in pool.get("node_status") or []},
             "unvalidated": [{"node": e.get("node"), "reason": e.get("reason")} for e in pool.get("unvalidated") or []],
             "coverage": pool.get("coverage", "one"),

@@ -161,7 +161,7 @@ def ctrf_test(entry: Entry) -> CtrfTest:
         "rawStatus": entry["status"], "duration": round(float((item["duration_s"] if item else 0) or 0) * 1000),
         "suite": _suite(nodeid, layer), "filePath": nodeid.split("::", 1)[0], "tags": [layer], "labels": labels,
         "extra": {"owner": owner, "layer_owner": item["owner"] if item else None,
-                  "blocked_by": entry.get("blocked_by")},
+                  "blocked_by": entry["blocked_by"]},
     }
     if item is not None:
         rules = rule_results(entry)
@@ -176,7 +176,7 @@ def ctrf_test(entry: Entry) -> CtrfTest:
     elif entry["reason"]:
         test["message"] = str(entry["reason"])
     if item and item["artifacts"]:
-        test["attachments"] = [{"name": str(a["name"]), "contentType": str(a.get("media_type") or "text/plain"),
+        test["attachments"] = [{"name": str(a["name"]), "contentType": str(a["media_type"] or "text/plain"),
                                 "path": str(a["path"])} for a in item["artifacts"]]
     return test
 

@@ -32,8 +32,8 @@ from pytest_hetero import LAYERS, __version__
 from pytest_hetero.evidence.document import failure_of, item_of
 from pytest_hetero.evidence.records import (
     CHECKPOINT,
-    COMMUNICATION,
     DEVICE_INIT,
+    MEASURED_COMMUNICATION,
     NOT_PROVEN,
     PLACED,
     REQUEST,
@@ -52,7 +52,6 @@ from pytest_hetero.reporting.view import heatgrid, matrix_of, printable
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
-    from pytest_hetero.evidence.records import CommunicationSize
     from pytest_hetero.evidence.views import SignoffView
     from pytest_hetero.reporting.dossier_rows import Cover, Proof, Role
 
@@ -344,11 +343,11 @@ def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
         detail = f"{framework}, {init['wanted_provider']}" if init.get("wanted_provider") else framework
         return t("proves.startup", resource=res, image=img, digest=image_digest, init=detail)
     if layer == "model" and keys.check == "communication":  # what a training task type brings
-        comm = f.first(item, COMMUNICATION)
-        top: CommunicationSize = ((comm["sizes"] if comm else []) or [{}])[-1]
+        comm = f.first(item, MEASURED_COMMUNICATION)
+        top = (comm["sizes"] if comm else [])[-1:]
         return t("proves.communication", resource=res, image=img, world=comm["world_size"] if comm else "?",
-                 backend=comm["backend"] if comm else "?", busbw=top.get("busbw_gbps", "?"),
-                 bytes=top.get("bytes", "?"))
+                 backend=comm["backend"] if comm else "?", busbw=top[0]["busbw_gbps"] if top else "?",
+                 bytes=top[0]["bytes"] if top else "?")
     if layer == "model" and keys.check == "checkpoint":
         ckpt = f.first(item, CHECKPOINT)
         return t("proves.checkpoint", resource=res, image=img, step=ckpt["resumed_step"] if ckpt else "?",

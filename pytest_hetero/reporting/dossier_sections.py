@@ -14,22 +14,25 @@ from typing import TYPE_CHECKING, TypeVar
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of, matrix_of_item, owner_of
 from pytest_hetero.evidence.records import (
-    DIGEST,
-    ENVIRONMENT,
+    DIGEST_CHECK,
+    ENVIRONMENT_DIGEST,
     IDENTITY,
-    IMAGE,
+    IMAGE_DIGEST,
     PENDING,
     PLACED,
-    POD,
+    PLACED_AT,
+    POD_STARTED,
     PROBE,
     REQUEST,
     ROLLBACK,
     RULES,
     RUN,
+    SAMPLED_RULES,
     SERVING_AUTH,
     SERVING_USAGE,
     SNAPSHOT,
     SUBMITTED,
+    SUBMITTED_AT,
     USAGE,
 )
 from pytest_hetero.evidence.usage import epoch
@@ -106,11 +109,8 @@ def _queue(f: Facts, item: Entry) -> str | None:
 
 def image_digest(f: Facts, item: Entry) -> str:
     """The image digest a startup item recorded (local environment, Docker image or pod container)."""
-    for kind in (ENVIRONMENT, IMAGE, POD):
-        data = f.first(item, kind)
-        if data and data.get("digest"):
-            return str(data["digest"])
-    return ""
+    recorded = (f.first(item, ENVIRONMENT_DIGEST), f.first(item, IMAGE_DIGEST), f.first(item, POD_STARTED))
+    return next((str(data["digest"]) for data in recorded if data and data["digest"]), "")
 
 
 # ---------------------------------------------------------------- sign-off
@@ -241,7 +241,7 @@ def results(f: Facts, t: Text) -> Results:
 def _result_rows(f: Facts, t: Text, item: Entry) -> list[ResultRow]:
     keys = dims(item)
     place = f"{keys.resource or ''} × {keys.image or ''}"
-    records = f.all(item, RULES)
+    records = f.all(item, SAMPLED_RULES)
     if not records:
         return [{"where": place, "rule": "", "threshold": "", "observed": "", "verdict": item["status"],
                  "verdict_text": t("res.not_run", status=t.status(item["status"]),
@@ -249,7 +249,7 @@ def _result_rows(f: Facts, t: Text, item: Entry) -> list[ResultRow]:
                  "failing": ""}]
     rows: list[ResultRow] = []
     for data in records:
-        prefix = t("res.sample", run=data["run"]) + " · " if data.get("run") else ""
+        prefix = t("res.sample", run=data["run"]) + " · " if data["run"] else ""
         for r in data["results"]:
             rows.append({"where": place, "rule": prefix + str(r["name"]), "threshold": str(r["expected"] or ""),
                          "observed": observed(t, r), "verdict": "passed" if r["verdict"] == "pass" else "failed",
@@ -345,16 +345,16 @@ def _usage_rows(f: Facts, t: Text, item: Entry, data: UsageData) -> list[UsageRo
 def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, float | None, list[ContainerStatus]]:
     """A queued item's submitted, placed and started times (epoch seconds, None when not recorded) and its
     startup pod's container statuses."""
-    submitted = f.first(item, SUBMITTED)
-    placed = f.first(item, PLACED)
+    submitted = f.first(item, SUBMITTED_AT)
+    placed = f.first(item, PLACED_AT)
     keys = dims(item)
     startup = f.sibling(item, "startup") or f.combo.get(
         (matrix_of_item(item), keys.resource or "", keys.image or "", "", "", "startup"))
-    pod = (f.first(startup, POD) if startup else None) or {}
-    statuses = pod.get("container_statuses") or []
+    pod = f.first(startup, POD_STARTED) if startup else None
+    statuses = (pod["container_statuses"] if pod else None) or []
     started = next((((s.get("state") or {}).get("running") or {}).get("startedAt") for s in statuses), None)
-    return (epoch(submitted.get("submitted_at_epoch_s") if submitted else None),
-            epoch((placed.get("observed_epoch_s") or placed.get("decided_at")) if placed else None), epoch(started),
+    return (epoch(submitted["submitted_at_epoch_s"] if submitted else None),
+            epoch((placed["observed_epoch_s"] or placed["decided_at"]) if placed else None), epoch(started),
             statuses)
 
 
@@ -393,8 +393,8 @@ def phases(f: Facts, t: Text, signoff: SignoffView) -> list[Coverage]:
     state = "not_covered" if not disc else "covered" if len(ok) == len(disc) else "partial" if ok else "against"
     out = [_coverage(t, state, t("phase.catalogue"), ok, t("d.catalogue", passed=len(ok), total=len(disc)))]
     out.append(_placement(f, t))
-    digests = [i for i in f.with_kind[DIGEST.name] if all(
-        d.get("observed") == d.get("expected") or not d.get("expected") for d in f.all(i, DIGEST))]
+    digests = [i for i in f.with_kind[DIGEST_CHECK.name] if all(
+        d["observed"] == d["expected"] or not d["expected"] for d in f.all(i, DIGEST_CHECK))]
     images = [i for i in f.by_layer["startup"] if image_digest(f, i)]
     read = signoff_state(signoff)
     signed = read.state == "verified"  # a signature nobody checked proves nothing

@@ -49,7 +49,7 @@ def _properties(entry: Entry) -> list[tuple[str, str]]:
     props += [("owner", owner_shown(entry)), ("layer_owner", item["owner"] if item else ""),
               ("status", entry["status"]),
               ("evidence", f"evidence.json#{entry['nodeid']}")]
-    if blocked_by := entry.get("blocked_by"):
+    if blocked_by := entry["blocked_by"]:
         props.append(("blocked_by", blocked_by))
     props += [("artifact", a["path"]) for a in (item["artifacts"] if item else [])]
     for r in rule_results(entry):  # rule.<name>: threshold; observed [unit]; provenance; verdict

@@ -250,14 +250,14 @@ def bound_text(metric: MetricTrend) -> str:
     bound = metric["bound"]
     if not bound:
         return metric["expected"] or "?"
-    tol = f" ± {bound['tolerance']:g}" if bound.get("tolerance") else ""
+    tol = f" ± {bound['tolerance']:g}" if bound["tolerance"] else ""
     return f"{bound['op']} {bound['value']:g}{tol}" + (f" {bound['unit']}" if bound.get("unit") else "")
 
 
 def svg_series(series: list[float | None], bound: RuleBound | None, width: int = 240, height: int = 48) -> str:
     """An inline SVG polyline of ``series`` with the bound as a dashed line (values scaled to include it)."""
     values = [v for v in series if v is not None]
-    limit = bound.get("value") if bound and _numeric(bound.get("value")) else None
+    limit = bound["value"] if bound and _numeric(bound["value"]) else None
     scale = values + ([float(limit)] if limit is not None else [])
     if not scale:
         return ""

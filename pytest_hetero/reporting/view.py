@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, overload
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of
 from pytest_hetero.evidence.model import STATUSES
-from pytest_hetero.evidence.records import RULES, data_of
+from pytest_hetero.evidence.records import SAMPLED_RULES, data_of
 from pytest_hetero.evidence.spool import ItemSpool
 from pytest_hetero.reporting.docview import signoff_state
 
@@ -308,14 +308,14 @@ def rule_results(entry: Entry) -> list[RuleRow]:
     if "records" not in entry:
         return out
     for record in entry["records"]:
-        data = data_of(record, RULES)
+        data = data_of(record, SAMPLED_RULES)
         if data is None:
             continue
         for r in data["results"]:
             out.append({"name": r["name"], "metric": r.get("metric") or r["kind"],
                         "threshold": r["expected"], "observed": r["observed"], "unit": r.get("unit"),
                         "provenance": provenance_source(r), "verdict": r["verdict"],
-                        "run": data.get("run")})
+                        "run": data["run"]})
     return out
 
 
@@ -390,8 +390,8 @@ def _item_rows(items: Sequence[Entry], located: list[tuple[str, tuple[str, ...]]
                           if (matrix, layer, key[:n]) in by_prefix), None)
             e = items[found] if found is not None else None
             cells[layer] = None if e is None or found is None else {
-                "status": e["status"], "index": found, "nodeid": e["nodeid"], "blocked_by": e.get("blocked_by"),
-                "reason": e.get("reason"), "why": why(e)}
+                "status": e["status"], "index": found, "nodeid": e["nodeid"], "blocked_by": e["blocked_by"],
+                "reason": e["reason"], "why": why(e)}
         rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
     return rows
 
@@ -410,9 +410,9 @@ def why(entry: Entry) -> str:
     failure = entry["failure"] if "failure" in entry else None
     if failure:
         return printable(f"{failure['category']}: {failure['message']}")[:200]
-    if entry.get("blocked_by"):
+    if entry["blocked_by"]:
         return "blocked by " + str(entry["blocked_by"]).split("::", 1)[-1]
-    return printable(str(entry.get("reason") or ""))[:200]
+    return printable(str(entry["reason"] or ""))[:200]
 
 
 def heatgrid(evidence: EvidenceDocument, reason_limit: int = GRID_REASONS) -> Heatgrid:
