@@ -54,8 +54,8 @@ MAX_VSA_BYTES = 64 * 1024 * 1024
 
 def pool_identity(pool: PoolStatus) -> PoolIdentity:
     """What names a pool in its subject digest: matrix, pool, requests, node selector, nodes."""
-    return {"matrix": pool.get("matrix"), "pool": pool.get("pool"), "requests": pool.get("requests"),
-            "node_selector": pool.get("node_selector"), "nodes": pool.get("nodes")}
+    return {"matrix": pool["matrix"], "pool": pool["pool"], "requests": pool["requests"],
+            "node_selector": pool["node_selector"], "nodes": pool["nodes"]}
 
 
 def verified_level(task_type: str, level: str) -> str:
@@ -92,7 +92,7 @@ def write_vsas(bundle_dir: Path, validation: ValidationSection, matrices: list[M
     return the number of lines. ``matrices`` are the evidence's ``[{"name", "sha256", …}]``."""
     from pytest_hetero.bundle.signing import envelope_bytes, envelope_for
 
-    pools = validation.get("pools") or []
+    pools = validation["pools"]
     path = bundle_dir / VALIDATION
     if not pools:
         path.unlink(missing_ok=True)
