@@ -26,7 +26,7 @@ import binascii
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,10 +184,12 @@ class RunClaim:
     ``run_id``, ``verdict`` and ``finished_at`` as the predicate states them (a sign-off repeats them as they
     are). An owners or counts entry that is not an object, a team that is not a string and a count that is
     not an integer are left out. ``run_stated``: the predicate has a ``run`` object; ``finished_at_recovered``:
-    it says exactly ``true``; ``inputs_not_kept`` and ``validation`` as written (None when absent)."""
+    it says exactly ``true``; ``inputs_not_kept`` and ``validation`` as written (None when absent); ``run`` the
+    predicate's ``run`` object as written (``{}`` when absent or not an object)."""
 
     owners: dict[str, dict[str, str]]
     counts: dict[str, dict[str, int]]
+    run: dict[str, Any] = field(default_factory=dict)
     run_id: object = None
     verdict: object = None
     finished_at: object = None
@@ -206,7 +208,7 @@ class RunClaim:
             {str(m): {str(layer): team for layer, team in per.items() if isinstance(team, str)}
              for m, per in owners.items() if isinstance(per, dict)} if isinstance(owners, dict) else {},
             {str(layer): {str(status): n for status, n in per.items() if isinstance(n, int)}
-             for layer, per in counts.items() if isinstance(per, dict)} if isinstance(counts, dict) else {},
+             for layer, per in counts.items() if isinstance(per, dict)} if isinstance(counts, dict) else {}, run,
             run.get("id"), predicate.get("verdict"), run.get("finished_at"), isinstance(found, dict),
             run.get("finished_at_recovered") is True, predicate.get("inputs_not_kept"), predicate.get("validation"))
 
