@@ -28,7 +28,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_hetero import LAYERS
 from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
@@ -122,6 +122,23 @@ def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
     return None
 
 
+def dsse_envelope(value: object, payload_type: str) -> Envelope:
+    """``value`` (parsed, untrusted JSON) as a DSSE envelope of ``payload_type``: exactly the DSSE fields
+    (``payload`` a string, ``payloadType`` ``payload_type``, ``signatures`` a list of ``{sig, keyid}`` strings,
+    ``keyid`` optional), nothing else. The one check of an envelope's shape, for the bundle's attestation lines
+    (:func:`parse_line`) and a trust policy's signature file
+    (:func:`pytest_hetero.bundle.policy.load_policy`). Raises ValueError saying what is wrong."""
+    problem = _envelope_shape(value, payload_type)
+    if problem:
+        raise ValueError(problem)
+    return cast("Envelope", value)  # the shape was checked above, field by field
+
+
+def dsse_signers(envelope: Envelope) -> tuple[DsseSignature, ...]:
+    """The signatures of an envelope whose shape :func:`dsse_envelope` checked, in order."""
+    return tuple(DsseSignature(s.get("keyid"), s["sig"]) for s in envelope["signatures"])
+
+
 def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     """Parse one JSON line holding a DSSE envelope over an in-toto JSON statement.
 
@@ -129,10 +146,11 @@ def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     deeply, is not exactly a DSSE envelope (unsigned extra fields included), its payload is not
     base64 or not a JSON object.
     """
-    envelope = loads_bounded(raw, f"line {line}")
-    problem = _envelope_shape(envelope, payload_type)
-    if problem:
-        raise Unreadable("malformed", f"line {line}: {problem}")
+    value = loads_bounded(raw, f"line {line}")
+    try:
+        envelope = dsse_envelope(value, payload_type)
+    except ValueError as exc:
+        raise Unreadable("malformed", f"line {line}: {exc}") from None
     try:
         payload = base64.b64decode(envelope["payload"], validate=True)
     except (binascii.Error, ValueError):
@@ -141,9 +159,9 @@ def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     if not isinstance(statement, dict):
         raise Unreadable("malformed", f"line {line}: the payload is not a JSON object")
     predicate = statement.get("predicate")
-    signers = tuple(DsseSignature(s.get("keyid"), s["sig"]) for s in envelope["signatures"])
     return Attestation(line, raw, envelope, payload, statement, statement.get("_type"), statement.get("subject"),
-                       statement.get("predicateType"), predicate if isinstance(predicate, dict) else {}, signers)
+                       statement.get("predicateType"), predicate if isinstance(predicate, dict) else {},
+                       dsse_signers(envelope))
 
 
 def read_attestations(bundle_dir: Path, payload_type: str) -> list[Attestation]:
