@@ -42,6 +42,8 @@ MAX_LISTED_BYTES = 64 << 30
 _CHUNK = 1 << 20
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX = re.compile(r"[0-9a-f]*")
+_MANIFEST_FIELDS = frozenset({"algorithm", "files", "schema"})
+_ENTRY_FIELDS = frozenset({"path", "sha256", "size"})
 
 
 @dataclass(frozen=True)
@@ -226,17 +228,23 @@ def manifest_bytes(manifest: Manifest) -> bytes:
     trailing newline. A manifest of the usual shape is written by hand to exactly those bytes (the
     standard library indents in pure Python: half a second at 7,500 entries); any other shape goes
     through ``json.dumps``."""
-    entries = manifest.get("files")
-    if set(manifest) != {"algorithm", "files", "schema"} or not isinstance(entries, list) or not entries or not all(
-            isinstance(e, dict) and len(e) == 3 and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str)
-            and type(e.get("size")) is int for e in entries):
+    if set(manifest) != _MANIFEST_FIELDS or not _usual_entries(manifest["files"]):
         return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False)
                 + "\n").encode("utf-8")
+    entries = manifest["files"]
     dumps = encode_basestring  # what JSONEncoder(ensure_ascii=False).encode does with a str, without its checks
     body = "\n  },\n  {\n".join(f'   "path": {dumps(e["path"])},\n   "sha256": {dumps(e["sha256"])},\n   "size": '
                                  f'{e["size"]}' for e in entries)
     return (f'{{\n "algorithm": {dumps(manifest["algorithm"])},\n "files": [\n  {{\n{body}\n  }}\n ],\n '
             f'"schema": {dumps(manifest["schema"])}\n}}\n').encode()
+
+
+def _usual_entries(entries: object) -> bool:
+    """Whether ``entries`` are what :func:`manifest_bytes` writes by hand: a non-empty list whose every entry has
+    exactly the :class:`ManifestFile` fields, ``path`` and ``sha256`` strings and ``size`` an integer."""
+    return isinstance(entries, list) and bool(entries) and all(
+        isinstance(e, dict) and e.keys() == _ENTRY_FIELDS and isinstance(e["path"], str)
+        and isinstance(e["sha256"], str) and type(e["size"]) is int for e in entries)
 
 
 def write_manifest(bundle_dir: Path) -> tuple[Manifest, str]:
