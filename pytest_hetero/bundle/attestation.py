@@ -221,7 +221,7 @@ class RunClaim:
         """The claim of the run's line ``statement`` (its parsed, untrusted predicate)."""
         predicate = statement.predicate
         owners, counts, found = predicate.get("owners"), predicate.get("counts"), predicate.get("run")
-        run: dict[str, Any] = found if isinstance(found, dict) else {}
+        run = found if isinstance(found, dict) else {}
         return cls(
             {str(m): {str(layer): team for layer, team in per.items() if isinstance(team, str)}
              for m, per in owners.items() if isinstance(per, dict)} if isinstance(owners, dict) else {},
