@@ -26,9 +26,9 @@ import binascii
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_hetero import LAYERS
 from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
@@ -122,6 +122,23 @@ def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
     return None
 
 
+def dsse_envelope(value: object, payload_type: str) -> Envelope:
+    """``value`` (parsed, untrusted JSON) as a DSSE envelope of ``payload_type``: exactly the DSSE fields
+    (``payload`` a string, ``payloadType`` ``payload_type``, ``signatures`` a list of ``{sig, keyid}`` strings,
+    ``keyid`` optional), nothing else. The one check of an envelope's shape, for the bundle's attestation lines
+    (:func:`parse_line`) and a trust policy's signature file
+    (:func:`pytest_hetero.bundle.policy.load_policy`). Raises ValueError saying what is wrong."""
+    problem = _envelope_shape(value, payload_type)
+    if problem:
+        raise ValueError(problem)
+    return cast("Envelope", value)  # the shape was checked above, field by field
+
+
+def dsse_signers(envelope: Envelope) -> tuple[DsseSignature, ...]:
+    """The signatures of an envelope whose shape :func:`dsse_envelope` checked, in order."""
+    return tuple(DsseSignature(s.get("keyid"), s["sig"]) for s in envelope["signatures"])
+
+
 def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     """Parse one JSON line holding a DSSE envelope over an in-toto JSON statement.
 
@@ -129,10 +146,11 @@ def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     deeply, is not exactly a DSSE envelope (unsigned extra fields included), its payload is not
     base64 or not a JSON object.
     """
-    envelope = loads_bounded(raw, f"line {line}")
-    problem = _envelope_shape(envelope, payload_type)
-    if problem:
-        raise Unreadable("malformed", f"line {line}: {problem}")
+    value = loads_bounded(raw, f"line {line}")
+    try:
+        envelope = dsse_envelope(value, payload_type)
+    except ValueError as exc:
+        raise Unreadable("malformed", f"line {line}: {exc}") from None
     try:
         payload = base64.b64decode(envelope["payload"], validate=True)
     except (binascii.Error, ValueError):
@@ -141,9 +159,9 @@ def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     if not isinstance(statement, dict):
         raise Unreadable("malformed", f"line {line}: the payload is not a JSON object")
     predicate = statement.get("predicate")
-    signers = tuple(DsseSignature(s.get("keyid"), s["sig"]) for s in envelope["signatures"])
     return Attestation(line, raw, envelope, payload, statement, statement.get("_type"), statement.get("subject"),
-                       statement.get("predicateType"), predicate if isinstance(predicate, dict) else {}, signers)
+                       statement.get("predicateType"), predicate if isinstance(predicate, dict) else {},
+                       dsse_signers(envelope))
 
 
 def read_attestations(bundle_dir: Path, payload_type: str) -> list[Attestation]:
@@ -184,10 +202,12 @@ class RunClaim:
     ``run_id``, ``verdict`` and ``finished_at`` as the predicate states them (a sign-off repeats them as they
     are). An owners or counts entry that is not an object, a team that is not a string and a count that is
     not an integer are left out. ``run_stated``: the predicate has a ``run`` object; ``finished_at_recovered``:
-    it says exactly ``true``; ``inputs_not_kept`` and ``validation`` as written (None when absent)."""
+    it says exactly ``true``; ``inputs_not_kept`` and ``validation`` as written (None when absent); ``run`` the
+    predicate's ``run`` object as written (``{}`` when absent or not an object)."""
 
     owners: dict[str, dict[str, str]]
     counts: dict[str, dict[str, int]]
+    run: dict[str, Any] = field(default_factory=dict)
     run_id: object = None
     verdict: object = None
     finished_at: object = None
@@ -201,12 +221,12 @@ class RunClaim:
         """The claim of the run's line ``statement`` (its parsed, untrusted predicate)."""
         predicate = statement.predicate
         owners, counts, found = predicate.get("owners"), predicate.get("counts"), predicate.get("run")
-        run: dict[str, Any] = found if isinstance(found, dict) else {}
+        run = found if isinstance(found, dict) else {}
         return cls(
             {str(m): {str(layer): team for layer, team in per.items() if isinstance(team, str)}
              for m, per in owners.items() if isinstance(per, dict)} if isinstance(owners, dict) else {},
             {str(layer): {str(status): n for status, n in per.items() if isinstance(n, int)}
-             for layer, per in counts.items() if isinstance(per, dict)} if isinstance(counts, dict) else {},
+             for layer, per in counts.items() if isinstance(per, dict)} if isinstance(counts, dict) else {}, run,
             run.get("id"), predicate.get("verdict"), run.get("finished_at"), isinstance(found, dict),
             run.get("finished_at_recovered") is True, predicate.get("inputs_not_kept"), predicate.get("validation"))
 

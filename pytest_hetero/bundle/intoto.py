@@ -241,13 +241,13 @@ class SignoffStatement(TypedDict):
 
 
 class PoolIdentity(TypedDict):
-    """What names a pool in its VSA subject digest (each the pool status's field, None when absent)."""
+    """What names a pool in its VSA subject digest (each the pool status's field, which every pool status has)."""
 
-    matrix: str | None
-    pool: str | None
-    requests: dict[str, str] | None
-    node_selector: dict[str, str] | None
-    nodes: list[str] | None
+    matrix: str
+    pool: str
+    requests: dict[str, str]
+    node_selector: dict[str, str]
+    nodes: list[str]
 
 
 class Verifier(TypedDict):

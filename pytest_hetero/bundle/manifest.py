@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from json.encoder import encode_basestring
@@ -36,7 +37,13 @@ VALIDATION = "validation.intoto.jsonl"
 SIGNATURE_FILES: frozenset[str] = frozenset({MANIFEST, STATEMENT, ATTESTATION, VALIDATION})
 """Top-level files not listed in the manifest: the manifest and the statement/envelope over it."""
 MANIFEST_SCHEMA = "pytest-hetero/manifest/v1"
+MAX_LISTED_BYTES = 64 << 30
+"""The most one listed file may claim to hold."""
 _CHUNK = 1 << 20
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX = re.compile(r"[0-9a-f]*")
+_MANIFEST_FIELDS = frozenset({"algorithm", "files", "schema"})
+_ENTRY_FIELDS = frozenset({"path", "sha256", "size"})
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,38 @@ class Manifest(TypedDict):
     files: list[ManifestFile]
 
 
+def manifest_entries(manifest: object) -> list[tuple[str, str, int]]:
+    """[(path, sha256, size)] of a parsed ``manifest.json`` (untrusted JSON): the one reader of its shape, for
+    :func:`~pytest_hetero.bundle.verify.verify_bundle` (after the signed digest matched) and :func:`check_manifest`.
+    The shape is :class:`Manifest`: schema :data:`MANIFEST_SCHEMA`, algorithm ``sha256``, each entry a string path,
+    a 64-digit lower-case hex sha256 and an integer size in 0..:data:`MAX_LISTED_BYTES`. Raises
+    :class:`~pytest_hetero.safeio.Unreadable` (``malformed``) naming the first entry that is not."""
+    from pytest_hetero.safeio import Unreadable
+
+    if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA \
+            or manifest.get("algorithm") != "sha256" or not isinstance(manifest.get("files"), list):
+        raise Unreadable("malformed", f"not a {MANIFEST_SCHEMA} manifest with sha256 digests")
+    try:
+        entries = [(e["path"], e["sha256"], e["size"]) for e in manifest["files"]]
+    except (TypeError, KeyError):
+        entries = []
+        bad = True
+    else:  # one pass of cheap type checks, then every digest at once: 50,000 entries cost milliseconds
+        bad = any(type(p) is not str or type(h) is not str or len(h) != 64 or type(n) is not int
+                  or not 0 <= n <= MAX_LISTED_BYTES for p, h, n in entries) \
+            or not _HEX.fullmatch("".join(h for _, h, _ in entries))
+    if bad:
+        n = next((i for i, e in enumerate(manifest["files"]) if not _entry_ok(e)), 0)
+        raise Unreadable("malformed", f"entry {n} is not {{path, sha256 hex, size}}")
+    return entries
+
+
+def _entry_ok(e: object) -> bool:
+    return isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str) \
+        and bool(_HEX64.fullmatch(e["sha256"])) and type(e.get("size")) is int \
+        and 0 <= e["size"] <= MAX_LISTED_BYTES
+
+
 def build_manifest(bundle_dir: Path) -> Manifest:
     """Hash every file of the bundle; return ``{"schema", "algorithm": "sha256", "files":
     [{"path", "sha256", "size"}]}`` in deterministic order. Symlinks are refused (BundleError),
@@ -189,17 +228,23 @@ def manifest_bytes(manifest: Manifest) -> bytes:
     trailing newline. A manifest of the usual shape is written by hand to exactly those bytes (the
     standard library indents in pure Python: half a second at 7,500 entries); any other shape goes
     through ``json.dumps``."""
-    entries = manifest.get("files")
-    if set(manifest) != {"algorithm", "files", "schema"} or not isinstance(entries, list) or not entries or not all(
-            isinstance(e, dict) and len(e) == 3 and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str)
-            and type(e.get("size")) is int for e in entries):
+    if set(manifest) != _MANIFEST_FIELDS or not _usual_entries(manifest["files"]):
         return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False)
                 + "\n").encode("utf-8")
+    entries = manifest["files"]
     dumps = encode_basestring  # what JSONEncoder(ensure_ascii=False).encode does with a str, without its checks
     body = "\n  },\n  {\n".join(f'   "path": {dumps(e["path"])},\n   "sha256": {dumps(e["sha256"])},\n   "size": '
                                  f'{e["size"]}' for e in entries)
     return (f'{{\n "algorithm": {dumps(manifest["algorithm"])},\n "files": [\n  {{\n{body}\n  }}\n ],\n '
             f'"schema": {dumps(manifest["schema"])}\n}}\n').encode()
+
+
+def _usual_entries(entries: object) -> bool:
+    """Whether ``entries`` are what :func:`manifest_bytes` writes by hand: a non-empty list whose every entry has
+    exactly the :class:`ManifestFile` fields, ``path`` and ``sha256`` strings and ``size`` an integer."""
+    return isinstance(entries, list) and bool(entries) and all(
+        isinstance(e, dict) and e.keys() == _ENTRY_FIELDS and isinstance(e["path"], str)
+        and isinstance(e["sha256"], str) and type(e["size"]) is int for e in entries)
 
 
 def write_manifest(bundle_dir: Path) -> tuple[Manifest, str]:
@@ -220,20 +265,20 @@ def _safe(rel: str) -> bool:
 def check_manifest(bundle_dir: Path) -> list[Problem]:
     """Compare ``manifest.json`` with the files on disk; return every problem (empty = intact).
 
-    Checks, in order: the manifest parses and has the expected shape; entries are in the
-    deterministic order without duplicates; each listed file exists with the listed size and
-    sha256; no unlisted file exists (signature files excepted); no symlink is present.
+    Checks, in order: the manifest parses and has the expected shape (:func:`manifest_entries`, which names
+    what is malformed); entries are in the deterministic order without duplicates; each listed file exists
+    with the listed size and sha256; no unlisted file exists (signature files excepted); no symlink is present.
     """
+    from pytest_hetero.safeio import Unreadable
+
     path = bundle_dir / MANIFEST
     try:
-        manifest = json.loads(path.read_bytes())
-        entries, schema = manifest["files"], manifest.get("schema")
-        if schema != MANIFEST_SCHEMA or manifest.get("algorithm") != "sha256":
-            return [Problem(MANIFEST, "malformed", f"unknown schema {schema!r}")]
-        listed = [(str(e["path"]), str(e["sha256"]), int(e["size"])) for e in entries]
+        listed = manifest_entries(json.loads(path.read_bytes()))
     except FileNotFoundError:
         return [Problem(MANIFEST, "missing", "the bundle has no manifest")]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except Unreadable as exc:
+        return [Problem(MANIFEST, exc.kind, exc.detail)]
+    except (OSError, ValueError) as exc:
         return [Problem(MANIFEST, "malformed", f"cannot read the manifest ({type(exc).__name__})")]
     paths = [p for p, _, _ in listed]
     problems = _order_problems(paths)

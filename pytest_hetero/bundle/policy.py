@@ -228,6 +228,7 @@ def _trusted_by(data: bytes, path: Path, gate_keys: list[Ed25519PublicKey], pinn
     """How the policy bytes ``data`` are trusted; raises PolicyError when they are not."""
     import base64
 
+    from pytest_hetero.bundle.attestation import dsse_envelope, dsse_signers
     from pytest_hetero.bundle.signing import check_signature, keyid, pae
 
     digest = hashlib.sha256(data).hexdigest()
@@ -244,11 +245,8 @@ def _trusted_by(data: bytes, path: Path, gate_keys: list[Ed25519PublicKey], pinn
                           Location(str(path)), f"sign it with: hetero sign-policy {path} --key GATE.key, or pin it "
                           f"with --policy-sha256 {digest}")
     try:
-        envelope = json.loads(read_local(sig_path, MAX_POLICY_BYTES * 2))
+        envelope = dsse_envelope(json.loads(read_local(sig_path, MAX_POLICY_BYTES * 2)), POLICY_PAYLOAD_TYPE)
         signed = base64.b64decode(envelope["payload"], validate=True)
-        sigs = envelope["signatures"]
-        if envelope.get("payloadType") != POLICY_PAYLOAD_TYPE or not isinstance(sigs, list):
-            raise ValueError("not a trust-policy envelope")
     except Unreadable as exc:
         raise PolicyError(f"the policy's signature file is {exc.kind}: {exc.detail}", Location(str(sig_path))) from None
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
@@ -259,9 +257,9 @@ def _trusted_by(data: bytes, path: Path, gate_keys: list[Ed25519PublicKey], pinn
                           f"re-sign it (hetero sign-policy {path} --key GATE.key) after review")
     by_id = {keyid(k): k for k in gate_keys}
     message = pae(POLICY_PAYLOAD_TYPE, data)
-    for sig in sigs:
-        public = by_id.get(str(sig.get("keyid", ""))) if isinstance(sig, dict) else None
-        if public is not None and check_signature(public, str(sig.get("sig", "")), message):
+    for sig in dsse_signers(envelope):
+        public = by_id.get(sig.keyid or "")
+        if public is not None and check_signature(public, sig.sig, message):
             return f"signed by gate key {keyid(public)[:16]}…"
     raise PolicyError("the policy's signature is not by a trusted gate key", Location(str(sig_path)),
                       "pass the gate's public key with --key, or pin the policy with --policy-sha256")

@@ -48,11 +48,11 @@ from pytest_hetero.bundle.attestation import (
 from pytest_hetero.bundle.manifest import (
     ATTESTATION,
     MANIFEST,
-    MANIFEST_SCHEMA,
     SIGNATURE_FILES,
     STATEMENT,
     VALIDATION,
     Problem,
+    manifest_entries,
 )
 from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
@@ -78,8 +78,6 @@ if TYPE_CHECKING:
 
 MAX_MANIFEST_BYTES = 512 * MIB
 """The most ``manifest.json`` may hold (50,000 items with 3 artifacts each: about 30 MiB)."""
-MAX_LISTED_BYTES = 64 << 30
-"""The most one listed file may claim to hold."""
 MAX_UNVERIFIED_EVIDENCE_BYTES = 2 << 30
 """The most an ``evidence.json`` read without a signed manifest (``--allow-unsigned``, render without
 ``--key``) may hold (2 GiB; a 100,000-item run writes a few hundred MiB): a larger or sparse one is refused
@@ -90,7 +88,6 @@ EVIDENCE = "evidence.json"
 REQUIRED_FILES: tuple[str, ...] = (EVIDENCE, "journal.jsonl", "report.html", "summary.md", "junit.xml", "ctrf.json")
 """Files every finished bundle has (docs/evidence-bundle.md); a signed bundle lacking one is incomplete."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_HEX = re.compile(r"[0-9a-f]*")
 
 
 class SignedRun(TypedDict):
@@ -256,32 +253,6 @@ def _verify_run(bundle_dir: Path, keys: dict[str, Ed25519PublicKey], result: Ver
     return (lines, claim, subjects) if not result.problems else None
 
 
-def _manifest_entries(manifest: Any) -> list[tuple[str, str, int]]:
-    """[(path, sha256, size)] of a parsed manifest; raises Unreadable(malformed) for any other shape."""
-    if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA \
-            or manifest.get("algorithm") != "sha256" or not isinstance(manifest.get("files"), list):
-        raise Unreadable("malformed", f"not a {MANIFEST_SCHEMA} manifest with sha256 digests")
-    try:
-        entries = [(e["path"], e["sha256"], e["size"]) for e in manifest["files"]]
-    except (TypeError, KeyError):
-        entries = []
-        bad = True
-    else:  # one pass of cheap type checks, then every digest at once: 50,000 entries cost milliseconds
-        bad = any(type(p) is not str or type(h) is not str or len(h) != 64 or type(n) is not int
-                  or not 0 <= n <= MAX_LISTED_BYTES for p, h, n in entries) \
-            or not _HEX.fullmatch("".join(h for _, h, _ in entries))
-    if bad:
-        n = next((i for i, e in enumerate(manifest["files"]) if not _entry_ok(e)), 0)
-        raise Unreadable("malformed", f"entry {n} is not {{path, sha256 hex, size}}")
-    return entries
-
-
-def _entry_ok(e: Any) -> bool:
-    return isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str) \
-        and bool(_HEX64.fullmatch(e["sha256"])) and type(e.get("size")) is int \
-        and 0 <= e["size"] <= MAX_LISTED_BYTES
-
-
 def read_manifest(bundle_dir: Path, digest: str, result: Verification) -> list[tuple[str, str, int]] | None:
     """Step 4: the manifest's entries when its bytes have the signed ``digest``; else None (problem noted)."""
     try:
@@ -295,7 +266,7 @@ def read_manifest(bundle_dir: Path, digest: str, result: Verification) -> list[t
                                                              f"statement's subject digest {digest[:16]}…"))
         return None
     try:
-        entries = _manifest_entries(loads_bounded(data, "manifest.json"))
+        entries = manifest_entries(loads_bounded(data, "manifest.json"))
     except Unreadable as exc:
         result.problems.append(Problem(MANIFEST, exc.kind, exc.detail))
         return None

@@ -54,8 +54,8 @@ MAX_VSA_BYTES = 64 * 1024 * 1024
 
 def pool_identity(pool: PoolStatus) -> PoolIdentity:
     """What names a pool in its subject digest: matrix, pool, requests, node selector, nodes."""
-    return {"matrix": pool.get("matrix"), "pool": pool.get("pool"), "requests": pool.get("requests"),
-            "node_selector": pool.get("node_selector"), "nodes": pool.get("nodes")}
+    return {"matrix": pool["matrix"], "pool": pool["pool"], "requests": pool["requests"],
+            "node_selector": pool["node_selector"], "nodes": pool["nodes"]}
 
 
 def verified_level(task_type: str, level: str) -> str:
@@ -92,7 +92,7 @@ def write_vsas(bundle_dir: Path, validation: ValidationSection, matrices: list[M
     return the number of lines. ``matrices`` are the evidence's ``[{"name", "sha256", …}]``."""
     from pytest_hetero.bundle.signing import envelope_bytes, envelope_for
 
-    pools = validation.get("pools") or []
+    pools = validation["pools"]
     path = bundle_dir / VALIDATION
     if not pools:
         path.unlink(missing_ok=True)
@@ -239,11 +239,11 @@ def read_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None,
               predicate_validation: ValidationSection) -> list[dict[str, Any]]:
     """The VSA statements of ``bundle_dir``, checked offline (:func:`check_vsas` against the bundle's
     ``statement.intoto.json``). Raises BundleError naming the first problem; also when the
-    statement signs no pool."""
+    statement signs no pool (``predicate_validation``'s ``pools`` is empty)."""
     from pytest_hetero.bundle.safeio import MIB, Unreadable, read_regular
 
     where = Location(str(bundle_dir / VALIDATION))
-    if not predicate_validation.get("pools"):
+    if not predicate_validation["pools"]:
         raise BundleError(f"no {VALIDATION} in the bundle", where, "the run wrote no validation status (no pool)")
     try:
         payload = read_regular(bundle_dir, STATEMENT, 512 * MIB)
@@ -291,7 +291,8 @@ def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = Fa
         run = read_attestations(bundle, PAYLOAD_TYPE)[0]
     except Unreadable as exc:
         raise BundleError(f"cannot read the run's attestation: {exc.detail}", Location(str(bundle))) from None
-    validation = RunClaim.of(run).validation
+    claim = RunClaim.of(run)
+    validation = claim.validation
     signed = loaded.evidence.get("validation")
     if not isinstance(validation, dict) or signed is None or validation != signed:
         raise BundleError("the bundle signs no validation status (written by a pytest-hetero without it, or "
@@ -303,4 +304,4 @@ def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = Fa
         untested.setdefault(str(entry["keys"].get("resource")), []).append(entry)
     return {"bundle": bundle, "digest": hashlib.sha256(run.payload).hexdigest(),
             "verification": loaded.verification, "validation": signed, "vsas": vsas,
-            "run": run.predicate.get("run") or {}, "untested": untested}
+            "run": claim.run, "untested": untested}

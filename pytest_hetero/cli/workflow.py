@@ -190,7 +190,7 @@ def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: EvidenceDocu
     by_layer: dict[str, list[float]] = {}
     for done in bundle["items"] if bundle else []:
         runs = max(1, sum(1 for r in done["records"] if r["kind"] == "model.repeat"))
-        per_run = float(done.get("duration_s") or 0.0) / runs
+        per_run = float(done["duration_s"] or 0.0) / runs  # the loader refuses an item without it (check_item)
         by_item[done["nodeid"].split("::", 1)[1]] = per_run
         by_layer.setdefault(done["layer"], []).append(per_run)
     total, source = 0.0, Counter[str]()

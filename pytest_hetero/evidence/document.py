@@ -356,9 +356,11 @@ class NodeStatus(TypedDict):
     task_types: dict[str, TaskTypeLevel]
 
 
-class PoolStatus(TypedDict, total=False):
+class PoolStatus(TypedDict):
     """One pool × its task types' validation level and expiry
-    (:func:`pytest_hetero.status.compute.pool_status`)."""
+    (:func:`pytest_hetero.status.compute.pool_status`). :func:`~pytest_hetero.status.compute.pool_status` has
+    written every field since the first version (ac88803) but ``coverage``, ``node_status``, ``unvalidated`` and
+    ``model_runs_on``, added later (absent from the pools of older bundles)."""
 
     matrix: str
     pool: str
@@ -368,10 +370,10 @@ class PoolStatus(TypedDict, total=False):
     node_selector: dict[str, str]
     queue: str | None
     nodes: list[str]
-    coverage: str
-    node_status: list[NodeStatus]
-    unvalidated: list[UntestedNode]
-    model_runs_on: list[str]
+    coverage: NotRequired[str]
+    node_status: NotRequired[list[NodeStatus]]
+    unvalidated: NotRequired[list[UntestedNode]]
+    model_runs_on: NotRequired[list[str]]
     domain: str
     verified_at: str
     valid_for_s: float
