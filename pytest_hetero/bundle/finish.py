@@ -140,7 +140,7 @@ def _redact_sections(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     from pytest_hetero.redact import Redactor
 
     extra: list[tuple[str, str]] = []
-    for entry in evidence.get("matrices") or []:
+    for entry in evidence["matrices"]:
         with contextlib.suppress(MatrixError, OSError, KeyError, TypeError):
             extra += list(inputs.matrix(entry).redact)
     redactor = Redactor(extra=extra)
@@ -168,7 +168,7 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     audited = audit.get("status")
     change: Status | None = audited if audited in ("passed", "failed", "error") else None
     diff = evidence.get("baseline_diff")
-    run["exit_status"] = exit_status(run.get("exit_status"), diff["gate"] if diff else None, change)
+    run["exit_status"] = exit_status(run["exit_status"], diff["gate"] if diff else None, change)
     for changed in inputs.changed:
         warnings.append(changed["reason"])
         layer = {"code": "model", "acceptance": "business"}[changed["input"]]
@@ -176,7 +176,7 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
             {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": changed["reason"]} for n in changed["nodeids"])
     cleanup = evidence.get("cleanup")
     judged = summarise(evidence["items"], untested, cleanup["leftovers"] if cleanup else [],
-                       run["exit_status"], len(evidence.get("errors") or []), change)  # settled above
+                       run["exit_status"], len(evidence["errors"]), change)  # settled above
     summary = evidence["summary"]
     summary["verdict"] = judged["verdict"]
     summary["verdict_reason"] = judged["verdict_reason"]

@@ -44,7 +44,7 @@ def summary_lines(evidence: EvidenceDocument, bundle_dir: Path) -> list[str]:
         lines.append(f"  {layer:<{width}}  {text}")
     lines += _coverage_lines(evidence) + _failure_lines(evidence) + _cleanup_lines(evidence) + _flaky_lines(evidence)
     lines += _observed_lines(evidence) + _untested_lines(evidence)
-    lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
+    lines += [f"collection error: {err['nodeid']}" for err in evidence["errors"]]
     lines += _journal_lines(evidence)
     if (bundle_dir / "report.html").is_file():
         lines.append(f"report: {bundle_dir / 'report.html'}")
