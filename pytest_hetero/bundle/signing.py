@@ -202,7 +202,7 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
         "items": [{"nodeid": e["nodeid"], "layer": e["layer"], "keys": e["keys"], "status": e["status"],
                    "reason": e["reason"], "blocked_by": e.get("blocked_by")} for e in untested["items"]],
         "never_covered": untested["never_covered"], "by_status": by_status,
-        "not_proven": untested.get("not_proven", [])}
+        "not_proven": untested["not_proven"]}
     if untested.get("nodes"):
         scope["nodes"] = untested["nodes"]
     return {

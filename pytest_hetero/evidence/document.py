@@ -38,8 +38,8 @@ __all__ = [
     "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
     "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RUN_START_FIELDS",
     "RecordDict", "RuleBound", "RuleResult", "RuleVerdict", "RunSection", "RunStart", "SelectionCounts",
-    "SelectionSection", "SummarySection",
-    "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection",
+    "SelectionSection", "SummarySection", "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode",
+    "UntestedSection", "UnvalidatedNode", "ValidationSection",
     "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of",
     "rule_results", "run_section", "run_start",
 ]
@@ -214,22 +214,33 @@ class NotProvenEntry(TypedDict):
     reason: str
 
 
-class UntestedNode(TypedDict, total=False):
-    """A node of a pool no workload of the run exercised (added by the built-in amend hook)."""
+class UnvalidatedNode(TypedDict):
+    """A node of a pool that no workload of the run exercised (a :class:`PoolStatus`' ``unvalidated``: every
+    entry :func:`pytest_hetero.status.compute.pool_status` has written has the three fields): its name, status
+    ``unvalidated`` and why."""
 
-    matrix: str
-    pool: str
     node: str
     status: str
     reason: str
 
 
+class UntestedNode(UnvalidatedNode):
+    """An unvalidated node in the untested scope (``untested.nodes``, added by the built-in amend hook): the
+    pool's entry with the pool's ``matrix`` and ``pool`` names."""
+
+    matrix: str
+    pool: str
+
+
 class UntestedSection(TypedDict):
-    """Everything the run did not prove; ``never_covered``: matrix name → dimension → values."""
+    """Everything the run did not prove; ``never_covered``: matrix name → dimension → values. ``items``,
+    ``never_covered`` and ``not_proven`` :func:`pytest_hetero.evidence.untested.untested_scope` has always written
+    (``not_proven`` since the first day); :func:`as_document` gives a hand-made document without one ``{}`` or
+    ``[]``. ``nodes`` the built-in amend hook adds (a bundle written before it lacks it)."""
 
     items: list[UntestedEntry]
-    never_covered: NotRequired[dict[str, dict[str, list[str]]]]
-    not_proven: NotRequired[list[NotProvenEntry]]
+    never_covered: dict[str, dict[str, list[str]]]
+    not_proven: list[NotProvenEntry]
     does_not_prove: NotRequired[dict[str, str]]
     nodes: NotRequired[list[UntestedNode]]
 
@@ -383,20 +394,22 @@ class LineNote(TypedDict):
     why: str
 
 
-class JournalSection(TypedDict, total=False):
-    """What reading the journal kept and set aside (:meth:`pytest_hetero.evidence.journal.JournalRead.section`)."""
+class JournalSection(TypedDict):
+    """What reading the journal kept and set aside (:meth:`pytest_hetero.evidence.journal.JournalRead.section`,
+    which has written every field but ``torn`` since the section was added; a bundle written before it has no
+    ``journal`` section, and :func:`as_document` refuses one that lacks a field)."""
 
     lines: int
     sha256: str
     authenticated: bool
-    torn: TornLine
-    """The line a killed run cut off (only then)."""
     unauthenticated_reason: str | None
     key: str | None
     keyid: str | None
     lost: list[LineNote]
     rejected: list[LineNote]
     missing_seq: list[int]
+    torn: NotRequired[TornLine]
+    """The line a killed run cut off (only then)."""
 
 
 class TaskTypeLevel(TypedDict):
@@ -414,9 +427,10 @@ class NodeStatus(TypedDict):
     task_types: dict[str, TaskTypeLevel]
 
 
-class PoolStatus(TypedDict, total=False):
+class PoolStatus(TypedDict):
     """One pool × its task types' validation level and expiry
-    (:func:`pytest_hetero.status.compute.pool_status`)."""
+    (:func:`pytest_hetero.status.compute.pool_status`: every pool it has written has the required fields; the
+    node-level ones came with node coverage, so a bundle written before it lacks them)."""
 
     matrix: str
     pool: str
@@ -426,10 +440,6 @@ class PoolStatus(TypedDict, total=False):
     node_selector: dict[str, str]
     queue: str | None
     nodes: list[str]
-    coverage: str
-    node_status: list[NodeStatus]
-    unvalidated: list[UntestedNode]
-    model_runs_on: list[str]
     domain: str
     verified_at: str
     valid_for_s: float
@@ -437,6 +447,10 @@ class PoolStatus(TypedDict, total=False):
     owners: dict[str, str]
     task_types: dict[str, TaskTypeLevel]
     untested: int
+    coverage: NotRequired[str]
+    node_status: NotRequired[list[NodeStatus]]
+    unvalidated: NotRequired[list[UnvalidatedNode]]
+    model_runs_on: NotRequired[list[str]]
 
 
 class SelectionSection(TypedDict):
@@ -585,11 +599,14 @@ def as_document(value: object) -> EvidenceDocument:
         raise DocumentError("", f"the document is {_kind(value)}, not an object")
     _check_sections(value)
     _fill_defaults(value)
+    if value.get("journal") is not None:
+        _check_journal(value["journal"])
     for n, item in enumerate(value["items"]):
         check_item(item, f"items[{n}]")
     for n, entry in enumerate(value["matrices"]):
         if type(entry) is not dict or not all(type(entry.get(k)) is str for k in ("prefix", "name", "sha256")):
             raise DocumentError(f"matrices[{n}]", "is not a matrix entry {prefix, name, sha256: strings}")
+    _fill_untested(value["untested"])
     untested = value["untested"].get("items")
     if not isinstance(untested, list):
         raise DocumentError("untested.items", "missing" if untested is None else f"is {_kind(untested)}, not a list")
@@ -628,6 +645,31 @@ def _fill_defaults(value: dict[str, Any]) -> None:
     for name, types in _RUN_TYPES:
         if type(run[name]) not in types:
             raise DocumentError(f"run.{name}", f"is {_kind(run[name])}, not {_one_of(types)}")
+
+
+_JOURNAL_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("lines", (int,)), ("sha256", (str,)), ("authenticated", (bool,)), ("lost", (list,)), ("rejected", (list,)),
+    ("missing_seq", (list,)))
+"""The ``journal`` section's fields its readers count or list, with their JSON types (:class:`JournalSection`)."""
+
+
+def _check_journal(journal: dict[str, Any]) -> None:
+    """Refuse a ``journal`` section without one of :data:`_JOURNAL_TYPES`' fields, or with one of another type."""
+    for name, types in _JOURNAL_TYPES:
+        if name not in journal:
+            raise DocumentError(f"journal.{name}", "missing")
+        if type(journal[name]) not in types:
+            raise DocumentError(f"journal.{name}", f"is {_kind(journal[name])}, not {_one_of(types)}")
+
+
+def _fill_untested(scope: dict[str, Any]) -> None:
+    """Give the untested scope ``scope`` a ``never_covered`` (``{}``) and ``not_proven`` (``[]``) it lacks (or
+    holds as null); refuse one of another JSON type."""
+    for name, typ in (("never_covered", dict), ("not_proven", list)):
+        if scope.get(name) is None:
+            scope[name] = typ()
+        elif not isinstance(scope[name], typ):
+            raise DocumentError(f"untested.{name}", f"is {_kind(scope[name])}, not {_named(typ)}")
 
 
 def check_item(item: object, where: str) -> None:
