@@ -159,7 +159,7 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     from pytest_hetero.evidence.untested import INPUTS_PART, summarise
     from pytest_hetero.judge.verdict import exit_status
 
-    warnings = evidence.setdefault("warnings", [])
+    warnings = evidence["warnings"]
     evidence["inputs_not_kept"] = list(inputs.problems)
     warnings += [f"input not kept in the bundle: {p}" for p in inputs.problems]
     untested = evidence["untested"]
