@@ -125,11 +125,14 @@ def evidence_doc(items: int, variant: int) -> EvidenceDocument:
                              "reason": "deselected (profile quick)", "blocked_by": None})
         else:
             reported.append(item)
-    scope = cast("UntestedSection", {"items": untested, "never_covered": {}, "does_not_prove": dict(DOES_NOT_PROVE)})
+    scope = cast("UntestedSection", {"items": untested, "never_covered": {}, "not_proven": [],
+                                     "does_not_prove": dict(DOES_NOT_PROVE)})
     return {"schema": "pytest-hetero/evidence/v1",
             "run": {"id": f"run-{variant}", "tool": "pytest-hetero", "tool_version": "0.1.0", "host": "bench",
                     "started_at": "2026-11-29T00:00:00.000000Z", "finished_at": "2026-11-29T01:00:00.000000Z",
-                    "exit_status": 1, "interrupted": False, "git_commit": "abc", "profile": None},
+                    "exit_status": 1, "interrupted": False, "git_commit": "abc", "profile": None, "python": None,
+                    "pytest": None, "rootdir": None, "invocation": None, "backend_override": None,
+                    "finished_at_recovered": False, "stopped": ""},
             "matrices": [{"name": "example-cpu", "path": str(MATRIX), "prefix": PREFIX,
                           "sha256": hashlib.sha256(MATRIX.read_bytes()).hexdigest()}],
             "target": [{"backend": "kubernetes", "identity": "prod", "nodes": [f"n{i}" for i in range(40 + variant)],

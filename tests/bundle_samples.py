@@ -83,7 +83,7 @@ def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all goo
     items.sort(key=lambda i: i["nodeid"])
     untested.sort(key=lambda e: e["nodeid"])
     never = {"example-cpu": {"resource": ["gpu-nvidia"]}} if "gpu-nvidia" in resources else {}
-    scope = {"items": untested, "never_covered": never,
+    scope = {"items": untested, "never_covered": never, "not_proven": [],
              "does_not_prove": dict(DOES_NOT_PROVE)}
     sha = hashlib.sha256(MATRIX.read_bytes()).hexdigest()
     return {

@@ -302,7 +302,8 @@ def test_a_failed_audit_keeps_its_reason_when_an_input_also_changed_during_the_r
 
     nodeid = "m.matrix.yaml::cpu::img::digits@test::model"
     evidence: Any = {"items": [{"nodeid": nodeid, "status": "passed", "layer": "model", "keys": {}}],
-                     "untested": {"items": []}, "run": {"exit_status": 0}, "summary": {},
+                     "untested": {"items": [], "not_proven": []}, "run": {"exit_status": 0}, "summary": {},
+                     "errors": [], "warnings": [],
                      "cluster": {"change_record": {"audit": {"status": "failed"}}}}
     inputs = RunInputs()
     reason = "the code folder /cases/digits changed while the run used it"

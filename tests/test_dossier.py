@@ -286,7 +286,7 @@ def big_evidence(n: int) -> dict[str, Any]:
     spec.loader.exec_module(bench)
     items = bench.synthetic_items(n)
     untested = {"items": [{k: i[k] for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")}
-                          for i in items if i["status"] == "blocked"], "never_covered": {},
+                          for i in items if i["status"] == "blocked"], "never_covered": {}, "not_proven": [],
                 "does_not_prove": dict(DOES_NOT_PROVE)}
     ev = copy.deepcopy(sample_evidence())
     ev.update(items=items, untested=untested, summary=summarise(items, cast("UntestedSection", untested)),

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def untested(parts: list[str]) -> UntestedSection:
-    return {"items": [], "not_proven": [{"nodeid": "m::r::i::a@b::model", "layer": "model", "part": p,
+    return {"items": [], "never_covered": {}, "not_proven": [{"nodeid": "m::r::i::a@b::model", "layer": "model", "part": p,
                                          "reason": "why"} for p in parts]}
 
 

@@ -16,6 +16,7 @@ from pytest_hetero.bundle.attestation import read_attestations
 from pytest_hetero.bundle.policy import load_policy
 from pytest_hetero.bundle.signing import PAYLOAD_TYPE, generate_keypair, keyid, load_public_key
 from pytest_hetero.bundle.signoff import bundle_signoff
+from pytest_hetero.evidence.document import as_document
 
 OWNERS = {"discovery": "infra-team", "business": "risk-business"}
 ATT = "attestation.intoto.jsonl"
@@ -128,7 +129,8 @@ def test_the_signoff_view_does_not_count_signoffs_after_a_removed_one(bundle: Pa
     sign(bundle, keys, "biz", "risk-business", "accept-with-known-failures", "INC-42", "--supersede", capsys=capsys)
     drop_line(bundle, 2)
     gate = [load_public_key(keys["gate.pub"])]
-    view = bundle_signoff(bundle, {"items": [], "untested": {"items": []}}, gate, load_policy(policy, gate))
+    view = bundle_signoff(bundle, as_document({"items": [], "untested": {"items": []}}), gate,
+                          load_policy(policy, gate))
     (role,) = [r for r in view["roles"] if r["role"] == "risk-business"]
     assert role["state"] == "pending"
     assert [(s["decision"], s["verified"], s["why_unverified"]) for s in role["signed"]] == [

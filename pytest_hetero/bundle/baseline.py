@@ -39,12 +39,12 @@ DEFAULT_TOLERANCE = 0.05
 
 def matrix_names(evidence: EvidenceDocument) -> set[str]:
     """Names of the matrices a bundle covers."""
-    return {m["name"] for m in evidence.get("matrices", [])}
+    return {m["name"] for m in evidence["matrices"]}
 
 
 def status_map(evidence: EvidenceDocument) -> dict[str, Entry]:
     """``matrix name::id below the file`` → the reported item or untested entry (reported wins)."""
-    names = {m["prefix"]: m["name"] for m in evidence.get("matrices", [])}
+    names = {m["prefix"]: m["name"] for m in evidence["matrices"]}
     out: dict[str, Entry] = {}
     both: list[Entry] = [*evidence["untested"]["items"], *evidence["items"]]
     for entry in both:
@@ -250,8 +250,8 @@ def input_changes(old: EvidenceDocument, new: EvidenceDocument) -> list[InputCha
         elif sa != sb:
             out.append({"what": key[0], "name": key[1], "old": f"{va} (sha256 {sa[:12]}…)",
                         "new": f"{vb} (sha256 {sb[:12]}…)"})
-    ma = {m["name"]: m["sha256"] for m in old.get("matrices", [])}
-    mb = {m["name"]: m["sha256"] for m in new.get("matrices", [])}
+    ma = {m["name"]: m["sha256"] for m in old["matrices"]}
+    mb = {m["name"]: m["sha256"] for m in new["matrices"]}
     out += [{"what": "matrix", "name": name, "old": f"sha256 {str(ma[name])[:12]}…",
              "new": f"sha256 {str(mb[name])[:12]}…"} for name in sorted(set(ma) & set(mb)) if ma[name] != mb[name]]
     da, db = input_digests(old), input_digests(new)
@@ -311,10 +311,10 @@ def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, pol
         entries.sort(key=lambda e: e["item"])
     counts = {name: len(v) for name, v in transitions.items()}
     return {
-        "baseline": {"run": old.get("run", {}).get("id"), "matrices": sorted(matrix_names(old))},
+        "baseline": {"run": old["run"]["id"], "matrices": sorted(matrix_names(old))},
         "transitions": transitions,
         "counts": counts,
-        "target_changes": target_changes(old.get("target", []), new.get("target", [])),
+        "target_changes": target_changes(old["target"], new["target"]),
         "input_changes": input_changes(old, new),
         "metric_changes": metric_changes(a, b, tolerance),
         "tolerance": tolerance,

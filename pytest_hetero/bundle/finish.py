@@ -140,7 +140,7 @@ def _redact_sections(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     from pytest_hetero.redact import Redactor
 
     extra: list[tuple[str, str]] = []
-    for entry in evidence.get("matrices") or []:
+    for entry in evidence["matrices"]:
         with contextlib.suppress(MatrixError, OSError, KeyError, TypeError):
             extra += list(inputs.matrix(entry).redact)
     redactor = Redactor(extra=extra)
@@ -159,7 +159,7 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     from pytest_hetero.evidence.untested import INPUTS_PART, summarise
     from pytest_hetero.judge.verdict import exit_status
 
-    warnings = evidence.setdefault("warnings", [])
+    warnings = evidence["warnings"]
     evidence["inputs_not_kept"] = list(inputs.problems)
     warnings += [f"input not kept in the bundle: {p}" for p in inputs.problems]
     untested = evidence["untested"]
@@ -168,15 +168,15 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     audited = audit.get("status")
     change: Status | None = audited if audited in ("passed", "failed", "error") else None
     diff = evidence.get("baseline_diff")
-    run["exit_status"] = exit_status(run.get("exit_status"), diff["gate"] if diff else None, change)
+    run["exit_status"] = exit_status(run["exit_status"], diff["gate"] if diff else None, change)
     for changed in inputs.changed:
         warnings.append(changed["reason"])
         layer = {"code": "model", "acceptance": "business"}[changed["input"]]
-        untested.setdefault("not_proven", []).extend(
+        untested["not_proven"].extend(
             {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": changed["reason"]} for n in changed["nodeids"])
     cleanup = evidence.get("cleanup")
     judged = summarise(evidence["items"], untested, cleanup["leftovers"] if cleanup else [],
-                       run["exit_status"], len(evidence.get("errors") or []), change)  # settled above
+                       run["exit_status"], len(evidence["errors"]), change)  # settled above
     summary = evidence["summary"]
     summary["verdict"] = judged["verdict"]
     summary["verdict_reason"] = judged["verdict_reason"]
@@ -326,7 +326,8 @@ def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path |
         files, problems = recorded(evidence, run_inputs, bundle_dir)
         manifest, found = recorded_manifest(bundle_dir, files, run_inputs.before)
         problems += found
-    torn = (evidence.get("journal") or {}).get("torn")
+    journal = evidence.get("journal")
+    torn = journal.get("torn") if journal else None
     aside: list[UnrecordedFile] = [
         {"path": p.path, "kind": _interrupted(p, torn), "detail": p.detail,
          "moved_to": _set_aside(bundle_dir, p.path) if p.kind in ("unrecorded", "modified") else None}
@@ -341,7 +342,7 @@ def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path |
     run_keyid = key.keyid if key else None
     with gc_paused():
         predicate = build_predicate(evidence, owners, run_keyid)
-        predicate["journal"] = evidence.get("journal")
+        predicate["journal"] = journal
         predicate["inputs"] = evidence.get("inputs", {})
         predicate["unrecorded_files"] = aside
         predicate["inputs_not_kept"] = evidence.get("inputs_not_kept") or []
@@ -379,7 +380,8 @@ def _interrupted(problem: Problem, torn: TornLine | None) -> str:
 def interrupted_summary(evidence: EvidenceDocument, aside: list[UnrecordedFile]) -> str:
     """One line saying the run was cut off mid-write and what was lost (empty when the journal is whole):
     the torn line, the item whose result it held, and the artifacts it had written, kept out of the bundle."""
-    torn = (evidence.get("journal") or {}).get("torn")
+    journal = evidence.get("journal")
+    torn = journal.get("torn") if journal else None
     if not torn:
         return ""
     files = [a["path"] for a in aside if a["kind"] == "interrupted"]
@@ -394,7 +396,8 @@ def interrupted_summary(evidence: EvidenceDocument, aside: list[UnrecordedFile])
 def tamper_summary(evidence: EvidenceDocument, aside: list[UnrecordedFile]) -> str:
     """One line naming what was kept out of the bundle (empty when nothing was). Files an interrupted run
     left (see :func:`interrupted_summary`) are not tampering and are not named here."""
-    rejected = (evidence.get("journal") or {}).get("rejected") or []
+    journal = evidence.get("journal")
+    rejected = journal["rejected"] if journal else []
     aside = [a for a in aside if a["kind"] not in ("missing", "interrupted")]  # gone or cut off is not planted
     parts = []
     if rejected:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero.bundle.finish import publish
 from pytest_hetero.bundle.verify import load_verified
 from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.evidence.document import run_start
 from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.evidence.recorder import JournalLine, MatrixLine, Recorder, RunLine, assemble, read_journal
@@ -166,26 +167,24 @@ def _journal_lines(run_id: str, evidences: list[EvidenceDocument], matrices: lis
     """The merged run's journal: its run line, and the lines after it: the matrices, every shard's items,
     deselections, each distinct target fingerprint and collection error, and one end line (worst exit status)."""
     runs = [ev["run"] for ev in evidences]
-    run: RunLine = {**runs[0], "type": "run", "id": run_id, "started_at": min(r.get("started_at") or "" for r in runs),
-                    "merged_from": [r.get("id") for r in runs]}
-    run.pop("finished_at", None)  # the merged run's end is its end line's
-    run.pop("exit_status", None)
-    run.pop("interrupted", None)
+    # the first shard's run line; the merged run's end is its end line's
+    run: RunLine = {**run_start(runs[0]), "type": "run", "id": run_id,
+                    "started_at": min(r["started_at"] or "" for r in runs), "merged_from": [r["id"] for r in runs]}
     lines: list[JournalLine] = [*matrices]
     lines += [{"type": "item", "evidence": i} for ev in evidences for i in ev["items"]]
     lines += [{"type": "deselected", "nodeid": n, "reason": r} for n, r in sorted(deselected.items())]
     seen: set[str] = set()
     for ev in evidences:
-        for fp in ev.get("target", []):
+        for fp in ev["target"]:
             key = json.dumps(fp, sort_keys=True)
             if key not in seen:
                 seen.add(key)
                 lines.append({"type": "target", "fingerprint": fp})
         lines += [{"type": "collect_error", "nodeid": e["nodeid"], "message": e["message"]}
-                  for e in ev.get("errors", [])]
-    statuses = [r.get("exit_status") or 0 for r in runs]
-    lines.append({"type": "end", "at": max(r.get("finished_at") or utc_now() for r in runs),
-                  "exit_status": max(statuses), "interrupted": any(r.get("interrupted") for r in runs)})
+                  for e in ev["errors"]]
+    statuses = [r["exit_status"] or 0 for r in runs]
+    lines.append({"type": "end", "at": max(r["finished_at"] or utc_now() for r in runs),
+                  "exit_status": max(statuses), "interrupted": any(r["interrupted"] for r in runs)})
     return run, lines
 
 
@@ -228,7 +227,7 @@ def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: 
             _copy_artifacts(path, out)
     inputs = RunInputs()
     evidence = assemble(out, inputs, key=recorder.key)
-    evidence["merge"] = {"bundles": [{"path": str(p), "run": ev["run"].get("id"), "verification": v,
+    evidence["merge"] = {"bundles": [{"path": str(p), "run": ev["run"]["id"], "verification": v,
                                       "shard": _shard(ev)} for p, ev, v in loaded]}
     first_sel = evidences[0][1].get("selection")
     if first_sel:

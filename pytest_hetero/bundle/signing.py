@@ -202,15 +202,15 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
         "items": [{"nodeid": e["nodeid"], "layer": e["layer"], "keys": e["keys"], "status": e["status"],
                    "reason": e["reason"], "blocked_by": e.get("blocked_by")} for e in untested["items"]],
         "never_covered": untested["never_covered"], "by_status": by_status,
-        "not_proven": untested.get("not_proven", [])}
+        "not_proven": untested["not_proven"]}
     if untested.get("nodes"):
         scope["nodes"] = untested["nodes"]
     return {
-        "tool": {"name": "pytest-hetero", "version": run.get("tool_version", __version__)},
-        "run": {"id": run.get("id"), "started_at": run.get("started_at"), "finished_at": run.get("finished_at"),
-                "finished_at_recovered": run.get("finished_at_recovered"), "exit_status": run.get("exit_status"),
-                "interrupted": run.get("interrupted"), "git_commit": run.get("git_commit"), "host": run.get("host"),
-                "profile": run.get("profile")},
+        "tool": {"name": "pytest-hetero", "version": run["tool_version"] or __version__},
+        "run": {"id": run["id"], "started_at": run["started_at"], "finished_at": run["finished_at"],
+                "finished_at_recovered": run["finished_at_recovered"], "exit_status": run["exit_status"],
+                "interrupted": run["interrupted"], "git_commit": run["git_commit"], "host": run["host"],
+                "profile": run["profile"]},
         "matrices": [{"name": m["name"], "sha256": m["sha256"]} for m in evidence["matrices"]],
         "owners": owners,
         "target": evidence["target"],

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         os.close(lock)
     for line in summary_lines(evidence, bundle):
         print(line)
-    for warning in evidence.get("warnings", []):
+    for warning in evidence["warnings"]:
         if warning.startswith("journal"):
             print(f"warning: {warning}", file=sys.stderr)
     return code

@@ -36,11 +36,12 @@ __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
     "IDENTITY_RECORD", "ITEM_FIELDS", "ITEM_RESULT_FIELDS", "ItemDict", "JournalSection",
     "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
-    "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict",
-    "RuleBound", "RuleResult", "RuleVerdict", "RunSection", "SelectionCounts", "SelectionSection", "SummarySection",
-    "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection",
+    "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RUN_START_FIELDS",
+    "RecordDict", "RuleBound", "RuleResult", "RuleVerdict", "RunSection", "RunStart", "SelectionCounts",
+    "SelectionSection", "SummarySection", "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode",
+    "UntestedSection", "UnvalidatedNode", "ValidationSection",
     "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of",
-    "rule_results",
+    "rule_results", "run_section", "run_start",
 ]
 
 
@@ -213,22 +214,33 @@ class NotProvenEntry(TypedDict):
     reason: str
 
 
-class UntestedNode(TypedDict, total=False):
-    """A node of a pool no workload of the run exercised (added by the built-in amend hook)."""
+class UnvalidatedNode(TypedDict):
+    """A node of a pool that no workload of the run exercised (a :class:`PoolStatus`' ``unvalidated``: every
+    entry :func:`pytest_hetero.status.compute.pool_status` has written has the three fields): its name, status
+    ``unvalidated`` and why."""
 
-    matrix: str
-    pool: str
     node: str
     status: str
     reason: str
 
 
+class UntestedNode(UnvalidatedNode):
+    """An unvalidated node in the untested scope (``untested.nodes``, added by the built-in amend hook): the
+    pool's entry with the pool's ``matrix`` and ``pool`` names."""
+
+    matrix: str
+    pool: str
+
+
 class UntestedSection(TypedDict):
-    """Everything the run did not prove; ``never_covered``: matrix name → dimension → values."""
+    """Everything the run did not prove; ``never_covered``: matrix name → dimension → values. ``items``,
+    ``never_covered`` and ``not_proven`` :func:`pytest_hetero.evidence.untested.untested_scope` has always written
+    (``not_proven`` since the first day); :func:`as_document` gives a hand-made document without one ``{}`` or
+    ``[]``. ``nodes`` the built-in amend hook adds (a bundle written before it lacks it)."""
 
     items: list[UntestedEntry]
-    never_covered: NotRequired[dict[str, dict[str, list[str]]]]
-    not_proven: NotRequired[list[NotProvenEntry]]
+    never_covered: dict[str, dict[str, list[str]]]
+    not_proven: list[NotProvenEntry]
     does_not_prove: NotRequired[dict[str, str]]
     nodes: NotRequired[list[UntestedNode]]
 
@@ -254,28 +266,85 @@ class SummarySection(TypedDict):
     leftovers: NotRequired[int]
 
 
-class RunSection(TypedDict, total=False):
-    """The run: who ran what, where, when (the journal's run line, plus its end line)."""
+class RunStart(TypedDict, total=False):
+    """The journal's run line as the controller writes it at its start (every field, with the git commit:
+    :func:`pytest_hetero.pytest_plugin.plugin._recorder`; a merged run's, :func:`run_start` of its first shard's
+    ``run`` section, adds ``merged_from``). Not checked when the journal is read: a hand-made or edited
+    journal's may lack any, which the ``run`` section then holds as None (:func:`run_section`)."""
 
-    id: str
-    tool: str
-    tool_version: str
+    id: str | None
+    tool: str | None
+    tool_version: str | None
     git_commit: str | None
-    host: str
-    python: str
-    pytest: str
-    rootdir: str
-    invocation: list[str]
+    host: str | None
+    python: str | None
+    pytest: str | None
+    rootdir: str | None
+    invocation: list[str] | None
     profile: str | None
     backend_override: str | None
-    started_at: str
-    finished_at: str | None
-    finished_at_recovered: bool
-    exit_status: int | None
-    interrupted: bool
-    stopped: str
+    started_at: str | None
     merged_from: list[str | None]
     """The run ids of the shards a merged run (``hetero merge``) was assembled from (only then)."""
+
+
+RUN_START_FIELDS = ("id", "tool", "tool_version", "git_commit", "host", "python", "pytest", "rootdir", "invocation",
+                    "profile", "backend_override", "started_at")
+"""The run line's fields every ``run`` section has (None where the run line lacked one)."""
+
+
+class RunSection(TypedDict):
+    """The run: who ran what, where, when (the journal's run line, :class:`RunStart`, plus its end line).
+    Every document has had every field but ``finished_at_recovered`` since the first version (that one since
+    recovery was added: a document without it recovered nothing, ``False``) and ``merged_from``;
+    :func:`run_section` (assembly) and :func:`as_document` (loading) give one that a run line or a
+    hand-made document lacks its default: None, ``stopped`` ``""``."""
+
+    id: str | None
+    tool: str | None
+    tool_version: str | None
+    git_commit: str | None
+    host: str | None
+    python: str | None
+    pytest: str | None
+    rootdir: str | None
+    invocation: list[str] | None
+    profile: str | None
+    backend_override: str | None
+    started_at: str | None
+    finished_at: str | None
+    """The end line's time; a run without one (killed): the latest time its journal states, or None."""
+    finished_at_recovered: bool
+    """``finished_at`` was recovered from the journal (the run wrote no end line)."""
+    exit_status: int | None
+    """pytest's exit status (None: the run wrote no end line)."""
+    interrupted: bool | None
+    """The run ended early (no end line, or interrupted); None only in a hand-made document without it."""
+    stopped: str
+    """pytest's reason for stopping early ('' when it did not)."""
+    merged_from: NotRequired[list[str | None]]
+    """The run ids of the shards a merged run (``hetero merge``) was assembled from (only then)."""
+
+
+def run_section(start: RunStart | None, *, finished_at: str | None, finished_at_recovered: bool,
+                exit_status: int | None, interrupted: bool, stopped: str) -> RunSection:
+    """The ``run`` section of a run whose journal's run line is ``start`` (None: the journal has none) and
+    whose end is the rest: the run line's fields but its own (``type``, ``seq``, ``journal``), each of
+    :data:`RUN_START_FIELDS` it lacks None."""
+    section: dict[str, object] = dict.fromkeys(RUN_START_FIELDS)
+    section.update((k, v) for k, v in (start or {}).items() if k not in ("type", "seq", "journal"))
+    section.update(finished_at=finished_at, finished_at_recovered=finished_at_recovered, exit_status=exit_status,
+                   interrupted=interrupted, stopped=stopped)
+    return cast(RunSection, section)  # the run line is the gate's own; its fields' types are as it wrote them
+
+
+def run_start(run: RunSection) -> RunStart:
+    """The fields of ``run`` (a ``run`` section) its journal's run line had (:data:`RUN_START_FIELDS`): what a
+    merged run's run line starts from."""
+    return {"id": run["id"], "tool": run["tool"], "tool_version": run["tool_version"], "git_commit": run["git_commit"],
+            "host": run["host"], "python": run["python"], "pytest": run["pytest"], "rootdir": run["rootdir"],
+            "invocation": run["invocation"], "profile": run["profile"], "backend_override": run["backend_override"],
+            "started_at": run["started_at"]}
 
 
 class MatrixEntry(TypedDict):
@@ -325,20 +394,22 @@ class LineNote(TypedDict):
     why: str
 
 
-class JournalSection(TypedDict, total=False):
-    """What reading the journal kept and set aside (:meth:`pytest_hetero.evidence.journal.JournalRead.section`)."""
+class JournalSection(TypedDict):
+    """What reading the journal kept and set aside (:meth:`pytest_hetero.evidence.journal.JournalRead.section`,
+    which has written every field but ``torn`` since the section was added; a bundle written before it has no
+    ``journal`` section, and :func:`as_document` refuses one that lacks a field)."""
 
     lines: int
     sha256: str
     authenticated: bool
-    torn: TornLine
-    """The line a killed run cut off (only then)."""
     unauthenticated_reason: str | None
     key: str | None
     keyid: str | None
     lost: list[LineNote]
     rejected: list[LineNote]
     missing_seq: list[int]
+    torn: NotRequired[TornLine]
+    """The line a killed run cut off (only then)."""
 
 
 class TaskTypeLevel(TypedDict):
@@ -358,9 +429,8 @@ class NodeStatus(TypedDict):
 
 class PoolStatus(TypedDict):
     """One pool × its task types' validation level and expiry
-    (:func:`pytest_hetero.status.compute.pool_status`). :func:`~pytest_hetero.status.compute.pool_status` has
-    written every field since the first version (ac88803) but ``coverage``, ``node_status``, ``unvalidated`` and
-    ``model_runs_on``, added later (absent from the pools of older bundles)."""
+    (:func:`pytest_hetero.status.compute.pool_status`: every pool it has written has the required fields; the
+    node-level ones came with node coverage, so a bundle written before it lacks them)."""
 
     matrix: str
     pool: str
@@ -370,10 +440,6 @@ class PoolStatus(TypedDict):
     node_selector: dict[str, str]
     queue: str | None
     nodes: list[str]
-    coverage: NotRequired[str]
-    node_status: NotRequired[list[NodeStatus]]
-    unvalidated: NotRequired[list[UntestedNode]]
-    model_runs_on: NotRequired[list[str]]
     domain: str
     verified_at: str
     valid_for_s: float
@@ -381,6 +447,10 @@ class PoolStatus(TypedDict):
     owners: dict[str, str]
     task_types: dict[str, TaskTypeLevel]
     untested: int
+    coverage: NotRequired[str]
+    node_status: NotRequired[list[NodeStatus]]
+    unvalidated: NotRequired[list[UnvalidatedNode]]
+    model_runs_on: NotRequired[list[str]]
 
 
 class SelectionSection(TypedDict):
@@ -421,23 +491,27 @@ class ValidationSection(TypedDict):
 
 class EvidenceDocument(TypedDict):
     """``evidence.json``: see docs/evidence.md. ``items`` and ``untested`` are what every document has
-    (the loader refuses one without them); the other sections were added over time, or by hooks
-    (``validation``, ``selection``, ``baseline_diff``…), so a reader of an older bundle meets their absence."""
+    (the loader refuses one without them); ``run``, ``matrices``, ``target``, ``errors`` and ``warnings`` every
+    document the gate wrote has had since the first version (:func:`pytest_hetero.evidence.recorder.assemble`
+    writes them all; the loader gives a hand-made document without one its default, ``[]``, or a ``run`` of
+    Nones). The other sections were added over time, or by hooks (``validation``, ``selection``,
+    ``baseline_diff``…), or say what was measured only when it was (``cleanup``, ``usage``, ``journal``), so a
+    reader of an older bundle meets their absence, which means "not measured", never "none"."""
 
     items: Sequence[ItemDict]
     """Every reported item, by nodeid: a list when loaded from evidence.json, an
     :class:`~pytest_hetero.evidence.spool.ItemSpool` (read from disk item by item, read-only) when assembled from
     the journal."""
     untested: UntestedSection
+    run: RunSection
+    matrices: list[MatrixEntry]
+    target: list[dict[str, Any]]
+    errors: list[dict[str, str]]
+    warnings: list[str]
     schema: NotRequired[str]
-    run: NotRequired[RunSection]
-    matrices: NotRequired[list[MatrixEntry]]
-    target: NotRequired[list[dict[str, Any]]]
     summary: NotRequired[SummarySection]
     cleanup: NotRequired[CleanupSection]
     usage: NotRequired[UsageSection]
-    errors: NotRequired[list[dict[str, str]]]
-    warnings: NotRequired[list[str]]
     journal: NotRequired[JournalSection]
     inputs: NotRequired[dict[str, MatrixInputs]]
     inputs_not_kept: NotRequired[list[Any]]
@@ -475,6 +549,17 @@ _UNTESTED_TYPES: tuple[tuple[str, type], ...] = (("nodeid", str), ("layer", str)
 _SECTIONS: tuple[tuple[str, type], ...] = (
     ("run", dict), ("summary", dict), ("cleanup", dict), ("journal", dict), ("matrices", list), ("target", list),
     ("validation", dict), ("usage", dict), ("errors", list), ("warnings", list))
+_LISTS = ("matrices", "target", "errors", "warnings")
+"""The sections a document without one (hand-made: the gate has always written them) reads as ``[]``."""
+_RUN_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
+    *((name, (str, type(None))) for name in RUN_START_FIELDS if name != "invocation"),
+    ("invocation", (list, type(None))), ("finished_at", (str, type(None))), ("finished_at_recovered", (bool,)),
+    ("exit_status", (int, type(None))), ("interrupted", (bool, type(None))), ("stopped", (str,)))
+"""Each ``run`` field's JSON types (:class:`RunSection`)."""
+_RUN_DEFAULTS: dict[str, object] = {**dict.fromkeys(RUN_START_FIELDS), "finished_at": None,
+                                    "finished_at_recovered": False, "exit_status": None, "interrupted": None,
+                                    "stopped": ""}
+"""What :func:`as_document` gives a ``run`` field a document lacks (:class:`RunSection` says why)."""
 
 
 _KINDS: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
@@ -491,17 +576,21 @@ def _named(typ: type) -> str:
 
 def _one_of(types: tuple[type, ...]) -> str:
     """``a string``, ``a number``, ``an object or null``: what a message says a field should be."""
-    names = ["a number" if t in (float, int) else "null" if t is type(None) else _KINDS[t] for t in types]
+    names = ["a number" if t in (float, int) else "null" if t is type(None) else "a boolean" if t is bool
+             else _KINDS[t] for t in types]
     return " or ".join(dict.fromkeys(names))
 
 
 def as_document(value: object) -> EvidenceDocument:
     """``value`` (parsed, untrusted JSON) as an :class:`EvidenceDocument`, after checking what the type
-    says every document has: the top-level sections' JSON types, each item's eight journaled fields
+    says every document has: the top-level sections' JSON types (``run``, ``matrices``, ``target``, ``errors``,
+    ``warnings`` absent or null given their defaults, in place: ``[]``, and each ``run`` field a document lacks
+    :data:`_RUN_DEFAULTS`' value; each ``run`` field's JSON type), each item's eight journaled fields
     (their types; ``layer`` and ``status`` one of :mod:`pytest_hetero.vocab`'s) and its six result fields
     (``started_at``/``finished_at`` strings, ``duration_s`` a number, ``failure`` an object or null,
     ``blocked_by``/``reason`` a string or null), ``untested.items``'
-    ``nodeid``/``layer``/``status``. One pass over the items; nothing is copied or changed.
+    ``nodeid``/``layer``/``status``. One pass over the items; nothing is copied, and nothing but those defaults
+    added (a document the gate wrote since its first version has them all).
 
     Raises :class:`DocumentError` naming the first field that is wrong (``items[12].status: 'pased' is not
     a status``).
@@ -509,11 +598,15 @@ def as_document(value: object) -> EvidenceDocument:
     if not isinstance(value, dict):
         raise DocumentError("", f"the document is {_kind(value)}, not an object")
     _check_sections(value)
+    _fill_defaults(value)
+    if value.get("journal") is not None:
+        _check_journal(value["journal"])
     for n, item in enumerate(value["items"]):
         check_item(item, f"items[{n}]")
-    for n, entry in enumerate(value.get("matrices") or []):
+    for n, entry in enumerate(value["matrices"]):
         if type(entry) is not dict or not all(type(entry.get(k)) is str for k in ("prefix", "name", "sha256")):
             raise DocumentError(f"matrices[{n}]", "is not a matrix entry {prefix, name, sha256: strings}")
+    _fill_untested(value["untested"])
     untested = value["untested"].get("items")
     if not isinstance(untested, list):
         raise DocumentError("untested.items", "missing" if untested is None else f"is {_kind(untested)}, not a list")
@@ -536,6 +629,47 @@ def _check_sections(value: dict[str, Any]) -> None:
     for name, typ in _SECTIONS:
         if name in value and value[name] is not None and not isinstance(value[name], typ):
             raise DocumentError(name, f"is {_kind(value[name])}, not {_named(typ)}")
+
+
+def _fill_defaults(value: dict[str, Any]) -> None:
+    """Give ``value`` (its sections' types checked) each always-written section and ``run`` field it lacks,
+    its default (:data:`_LISTS`, :data:`_RUN_DEFAULTS`), and check each ``run`` field's type."""
+    for name in _LISTS:
+        if value.get(name) is None:
+            value[name] = []
+    if value.get("run") is None:
+        value["run"] = {}
+    run = value["run"]
+    for name, default in _RUN_DEFAULTS.items():
+        run.setdefault(name, default)
+    for name, types in _RUN_TYPES:
+        if type(run[name]) not in types:
+            raise DocumentError(f"run.{name}", f"is {_kind(run[name])}, not {_one_of(types)}")
+
+
+_JOURNAL_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("lines", (int,)), ("sha256", (str,)), ("authenticated", (bool,)), ("lost", (list,)), ("rejected", (list,)),
+    ("missing_seq", (list,)))
+"""The ``journal`` section's fields its readers count or list, with their JSON types (:class:`JournalSection`)."""
+
+
+def _check_journal(journal: dict[str, Any]) -> None:
+    """Refuse a ``journal`` section without one of :data:`_JOURNAL_TYPES`' fields, or with one of another type."""
+    for name, types in _JOURNAL_TYPES:
+        if name not in journal:
+            raise DocumentError(f"journal.{name}", "missing")
+        if type(journal[name]) not in types:
+            raise DocumentError(f"journal.{name}", f"is {_kind(journal[name])}, not {_one_of(types)}")
+
+
+def _fill_untested(scope: dict[str, Any]) -> None:
+    """Give the untested scope ``scope`` a ``never_covered`` (``{}``) and ``not_proven`` (``[]``) it lacks (or
+    holds as null); refuse one of another JSON type."""
+    for name, typ in (("never_covered", dict), ("not_proven", list)):
+        if scope.get(name) is None:
+            scope[name] = typ()
+        elif not isinstance(scope[name], typ):
+            raise DocumentError(f"untested.{name}", f"is {_kind(scope[name])}, not {_named(typ)}")
 
 
 def check_item(item: object, where: str) -> None:

@@ -162,6 +162,8 @@ class JournalRead:
     authenticated: bool = False
     why_not: str = ""
     key: dict[str, Any] = field(default_factory=dict)
+    origin: KeyOrigin = field(default_factory=lambda: KeyOrigin("", False))
+    """How the key was made, as the run line says (:meth:`KeyOrigin.of`; none stated before it is read)."""
     sha256: str = ""
     size: int = 0
     file_sha256: str = ""
@@ -184,13 +186,15 @@ class JournalRead:
 
     def section(self) -> JournalSection:
         """The ``journal`` section of evidence.json (and of the signed predicate)."""
-        return {"lines": len(self.entries), "sha256": self.sha256, "authenticated": self.authenticated,
-                **({"torn": self.torn} if self.torn else {}),
-                "unauthenticated_reason": self.why_not or None, "key": self.key.get("key"),
-                "keyid": self.key.get("keyid"),
-                "lost": [{"line": n, "why": why} for n, why in self.lost],
-                "rejected": [{"line": n, "why": why} for n, why in self.rejected],
-                "missing_seq": self.missing}
+        section: JournalSection = {
+            "lines": len(self.entries), "sha256": self.sha256, "authenticated": self.authenticated,
+            "unauthenticated_reason": self.why_not or None, "key": self.origin.key, "keyid": self.origin.keyid,
+            "lost": [{"line": n, "why": why} for n, why in self.lost],
+            "rejected": [{"line": n, "why": why} for n, why in self.rejected],
+            "missing_seq": self.missing}
+        if self.torn:
+            section["torn"] = self.torn
+        return section
 
 
 def parse_line(raw: bytes) -> tuple[dict[str, Any] | None, bytes, str, str]:
@@ -418,7 +422,8 @@ def _start(out: JournalRead, first: dict[str, Any], key: JournalKey | None, reco
     if first.get("type") != "run":
         raise BundleError("the journal does not start with its run line", where,
                           "its first line was lost or the journal was edited; a run line is needed to rebuild")
-    check, out.why_not = key_for(KeyOrigin.of(first), key, recover)
+    out.origin = KeyOrigin.of(first)
+    check, out.why_not = key_for(out.origin, key, recover)
     out.authenticated = check is not None
     out.key = dict(first.get("journal") or {})
     return check

@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
 from pytest_hetero.errors import BundleError, Location, MatrixError
-from pytest_hetero.evidence.document import ITEM_FIELDS, ITEM_RESULT_FIELDS, ItemDict, LeftoverDict, RunSection
+from pytest_hetero.evidence.document import (
+    ITEM_FIELDS,
+    ITEM_RESULT_FIELDS,
+    ItemDict,
+    LeftoverDict,
+    RunStart,
+    run_section,
+)
 from pytest_hetero.evidence.journal import JournalKey, JournalRead, Recover, no_recovery, read_lines, seal
 from pytest_hetero.evidence.model import SCHEMA, utc_now
 from pytest_hetero.evidence.spool import ItemSpool
@@ -64,9 +71,9 @@ ITEM_BATCH = 64
 """The most items of evidence.json encoded per call."""
 
 
-class RunLine(RunSection, total=False):
-    """The journal's first line: the run's metadata (:class:`~pytest_hetero.evidence.document.RunSection`'s
-    fields, those the run knows at its start). Its ``journal`` member (how the key was made,
+class RunLine(RunStart, total=False):
+    """The journal's first line: the run's metadata (:class:`~pytest_hetero.evidence.document.RunStart`, the
+    ``run`` section's fields the run knows at its start). Its ``journal`` member (how the key was made,
     :attr:`JournalKey.info`) and ``seq`` are the journal's own, read by :mod:`~pytest_hetero.evidence.journal`
     and left out of the ``run`` section."""
 
@@ -709,12 +716,9 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
                                      for x in e["leftovers"]]
     doc: EvidenceDocument = {
         "schema": SCHEMA,
-        # the run line's fields but its own (type, seq, journal) are the RunSection fields the run wrote
-        "run": cast("RunSection", {**{k: v for k, v in (run or {}).items() if k not in ("type", "seq", "journal")},
-                                   "finished_at": end["at"] if end else _last_time(entries, spooler.latest),
-                                   "finished_at_recovered": end is None,
-                                   "exit_status": end["exit_status"] if end else None, "interrupted": interrupted,
-                                   "stopped": stopped}),
+        "run": run_section(run, finished_at=end["at"] if end else _last_time(entries, spooler.latest),
+                           finished_at_recovered=end is None, exit_status=end["exit_status"] if end else None,
+                           interrupted=interrupted, stopped=stopped),
         "matrices": matrices,
         "target": fingerprints,
         "items": item_list,

@@ -185,7 +185,7 @@ def summarise(items: Iterable[ItemDict], untested: UntestedSection,
             totals[status] = totals.get(status, 0) + n
     left = len(leftovers or [])
     unconfined = any(p["part"] in (ISOLATION_PART, MODELS_ISOLATION_PART, INPUTS_PART)
-                     for p in untested.get("not_proven", []))
+                     for p in untested["not_proven"])
     reasons = sorted({str(e["reason"] or "deselected") for e in untested["items"] if e["status"] == "deselected"})
     more = [f"{len(reasons) - 5} more"] if len(reasons) > 5 else []
     selection: SelectionCounts = {"deselected": totals.get("deselected", 0), "by": reasons[:5] + more}

@@ -101,14 +101,14 @@ def _validation(evidence: EvidenceDocument, inputs: RunInputs) -> ValidationSect
     from pytest_hetero.status.compute import validation_status
 
     pools: list[PoolStatus] = []
-    for entry in evidence.get("matrices", []):
+    for entry in evidence["matrices"]:
         try:
             matrix = inputs.matrix(entry)
         except HeteroError:
             continue
         # matrix values (node selectors, owners, names) pass the same redaction as the items' records
         status = validation_status([(matrix, entry["prefix"])], evidence["items"],
-                                   evidence["run"].get("finished_at") or utc_now())
+                                   evidence["run"]["finished_at"] or utc_now())
         redacted: ValidationSection = Redactor(extra=matrix.redact).data(status)
         pools += redacted["pools"]
     return {"pools": pools}
@@ -132,7 +132,7 @@ def _profiles(evidence: EvidenceDocument, name: str | None, inputs: RunInputs) -
     out: dict[str, ProfileRan] = {}
     if name is None:
         return out
-    for entry in evidence.get("matrices", []):
+    for entry in evidence["matrices"]:
         try:
             profile = resolve_profile(inputs.matrix(entry), name)
         except HeteroError:

@@ -26,7 +26,7 @@ WHO_MANAGER = ("manager: a field manager (the client's name, e.g. kubectl-patch)
 def _window(baseline: EvidenceDocument, started: str) -> tuple[Any, Any]:
     from pytest_hetero.status.audit import parse_time
 
-    since = parse_time((baseline.get("run") or {}).get("finished_at"))
+    since = parse_time(baseline["run"]["finished_at"])
     until = parse_time(started)
     if since is None or until is None:
         raise SettingsError("--hetero-audit-log: the baseline bundle records no end time (run.finished_at)",

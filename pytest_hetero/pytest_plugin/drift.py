@@ -133,7 +133,7 @@ def _prepare(settings: Any, plans: list[Any]) -> tuple[ClusterRecord, dict[str, 
         old, changes, found = drift_since(baseline, label, matrix, plan, snap, "--hetero-affected-from-cluster")
         hits[matrix.name] = found
         observed.update(observed_by_resource(found, plan))
-        drift.append({"matrix": matrix.name, "baseline": {"label": label, "run": baseline["run"].get("id"),
+        drift.append({"matrix": matrix.name, "baseline": {"label": label, "run": baseline["run"]["id"],
                                                            "sha256": hashlib.sha256(canonical(old)).hexdigest()},
                       "changes": changes, "affected": found})
     if settings.snapshot and not snapshots:

@@ -665,7 +665,7 @@ def _publish(session: pytest.Session, recorder: Recorder) -> None:
                          f"hetero report --from-journal {settings.bundle_dir}\n")
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
         return
-    signed = evidence["run"].get("exit_status")
+    signed = evidence["run"]["exit_status"]
     if session.exitstatus == before and signed is not None:
         session.exitstatus = signed  # the judge's (a baseline gate's policy included): the one signed
     config.stash[_SUMMARY] = evidence

@@ -78,7 +78,7 @@ def catalog_rows(statuses: list[BundleStatus], now: datetime) -> list[CatalogRow
             "pool": name, "type": pool["type"], "vendor": pool["vendor"], "nodes": list(pool["nodes"]),
             "node_levels": {str(e["node"]): {t: v["level"] for t, v in sorted(e["task_types"].items())}
                             for e in pool.get("node_status") or []},
-            "unvalidated": [{"node": e.get("node"), "reason": e.get("reason")} for e in pool.get("unvalidated") or []],
+            "unvalidated": [{"node": e["node"], "reason": e["reason"]} for e in pool.get("unvalidated") or []],
             "coverage": pool.get("coverage", "one"),
             "requests": pool["requests"], "labels": pool["node_selector"], "queue": pool["queue"],
             "task_types": {t: e["level"] for t, e in sorted(pool["task_types"].items())},

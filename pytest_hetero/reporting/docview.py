@@ -61,11 +61,11 @@ class RunView:
 
 def run_view(run: RunSection) -> RunView:
     """``run`` (the document's ``run`` section; ``{}`` for a document without one) read once."""
-    return RunView(id=run.get("id"), tool=run.get("tool"), tool_version=run.get("tool_version"),
-                   git_commit=run.get("git_commit"), host=run.get("host"), python=run.get("python"),
-                   pytest=run.get("pytest"), rootdir=run.get("rootdir"), invocation=run.get("invocation"),
-                   profile=run.get("profile"), started_at=run.get("started_at"), finished_at=run.get("finished_at"),
-                   interrupted=run.get("interrupted"))
+    return RunView(id=run["id"], tool=run["tool"], tool_version=run["tool_version"],
+                   git_commit=run["git_commit"], host=run["host"], python=run["python"],
+                   pytest=run["pytest"], rootdir=run["rootdir"], invocation=run["invocation"],
+                   profile=run["profile"], started_at=run["started_at"], finished_at=run["finished_at"],
+                   interrupted=run["interrupted"])
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def targets(evidence: EvidenceDocument) -> list[TargetView]:
     """The document's target fingerprints (none when it has no ``target`` section), each read once."""
     return [TargetView(backend=raw.get("backend"), identity=raw.get("identity"), nodes=raw.get("nodes"),
                        versions=raw.get("versions"), images=raw.get("images"), matrix=raw.get("matrix"))
-            for raw in evidence.get("target") or []]
+            for raw in evidence["target"]]
 
 
 @dataclass(frozen=True)

@@ -63,10 +63,10 @@ class Facts:
 
     def __init__(self, evidence: EvidenceDocument) -> None:
         self.evidence = evidence
-        self.run_section: RunSection = evidence.get("run", {})
+        self.run_section: RunSection = evidence["run"]
         self.run = run_view(self.run_section)
         self.targets = targets(evidence)
-        self.matrices: list[MatrixEntry] = evidence.get("matrices") or []
+        self.matrices: list[MatrixEntry] = evidence["matrices"]
         self.baseline_diff: BaselineSection | None = evidence.get("baseline_diff")
         self.items: Sequence[ItemDict] = evidence["items"]
         self.entries = entries(evidence)

@@ -521,10 +521,10 @@ def untested(f: Facts, t: Text) -> Untested:
             group["examples"].append(short(entry["nodeid"]))
     ordered = sorted(groups.values(), key=lambda g: (-g["count"], g["reason"]))
     never = [t("un.never", matrix=m, dimension=t(f"dim.{d}") if d in _DIMS else d, values=", ".join(v))
-             for m, gaps in sorted((f.evidence["untested"].get("never_covered") or {}).items())
+             for m, gaps in sorted(f.evidence["untested"]["never_covered"].items())
              for d, v in sorted(gaps.items())]
     parts: dict[tuple[str, str], UntestedGroup] = {}
-    for gap in f.evidence["untested"].get("not_proven") or []:
+    for gap in f.evidence["untested"]["not_proven"]:
         layer, part = str(gap["layer"] or ""), str(gap["part"] or "")
         group = parts.setdefault((layer, part), {
             "reason": t("un.part", layer=t.layer(layer), part=part), "count": 0, "examples": [],

@@ -137,7 +137,7 @@ def _untested(evidence: EvidenceDocument) -> list[str]:
                 for entry in untested[:MAX_LINES]]
         if len(untested) > MAX_LINES:
             out.append(f"- … {len(untested) - MAX_LINES} more in report.html / evidence.json")
-    not_proven = evidence["untested"].get("not_proven", [])
+    not_proven = evidence["untested"]["not_proven"]
     out += [f"- not proven: {code(entry['nodeid'])} {md(entry['part'])} — {md(entry['reason'])}"
             for entry in not_proven[:MAX_LINES]]
     if len(not_proven) > MAX_LINES:

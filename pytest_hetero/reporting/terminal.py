@@ -44,7 +44,7 @@ def summary_lines(evidence: EvidenceDocument, bundle_dir: Path) -> list[str]:
         lines.append(f"  {layer:<{width}}  {text}")
     lines += _coverage_lines(evidence) + _failure_lines(evidence) + _cleanup_lines(evidence) + _flaky_lines(evidence)
     lines += _observed_lines(evidence) + _untested_lines(evidence)
-    lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
+    lines += [f"collection error: {err['nodeid']}" for err in evidence["errors"]]
     lines += _journal_lines(evidence)
     if (bundle_dir / "report.html").is_file():
         lines.append(f"report: {bundle_dir / 'report.html'}")
@@ -53,12 +53,12 @@ def summary_lines(evidence: EvidenceDocument, bundle_dir: Path) -> list[str]:
 
 def _journal_lines(evidence: EvidenceDocument) -> list[str]:
     """Journal lines rejected (not the gate's) or lost (unreadable), when there were any."""
-    journal = evidence.get("journal") or {}
+    journal = evidence.get("journal")  # absent: a bundle written before the journal was authenticated
     lines = []
-    if journal.get("rejected"):
+    if journal and journal["rejected"]:
         lines.append(f"journal: {len(journal['rejected'])} line(s) not written by the gate were rejected (lines "
                      f"{', '.join(str(r['line']) for r in journal['rejected'][:10])})")
-    if journal.get("lost"):
+    if journal and journal["lost"]:
         lines.append(f"journal: {len(journal['lost'])} line(s) could not be read and were lost (lines "
                      f"{', '.join(str(r['line']) for r in journal['lost'][:10])})")
     return lines
@@ -127,7 +127,7 @@ def _untested_lines(evidence: EvidenceDocument) -> list[str]:
         if len(untested) > 12:
             lines.append(f"  … {len(untested) - 12} more in evidence.json")
     lines += [f"  not proven     {entry['nodeid']}: {entry['part']} ({cut(entry['reason'], 100)})"
-              for entry in evidence["untested"].get("not_proven", [])]
+              for entry in evidence["untested"]["not_proven"]]
     for matrix, gaps in evidence["untested"]["never_covered"].items():
         lines += [f"  {NEVER_COVERED_LABELS.get(dim, dim)} in {matrix}: {', '.join(values)}"
                   for dim, values in gaps.items()]

@@ -94,7 +94,7 @@ class Trend(TypedDict):
 
 def _night_inputs(evidence: EvidenceDocument, matrices: list[MatrixEntry]) -> dict[str, str]:
     """Per matrix prefix: a digest of what every item of that matrix was given (matrix, tool, target)."""
-    tool_version = run_view(evidence.get("run", {})).tool_version
+    tool_version = run_view(evidence["run"]).tool_version
     target = json.dumps([{"backend": t.backend, "identity": t.identity, "versions": t.versions, "images": t.images}
                          for t in targets(evidence)], sort_keys=True, default=str)
     return {m["prefix"]: hashlib.sha256(f"{m['sha256']}|{tool_version}|{target}".encode())
@@ -117,7 +117,7 @@ def _identities(evidence: EvidenceDocument) -> dict[tuple[str, ...], str]:
 
 def _night(evidence: EvidenceDocument) -> tuple[dict[str, tuple[str, str, str]], dict[tuple[str, str], RuleResult]]:
     """(item key → (status, input digest, layer), (item key, rule) → result) for one night."""
-    matrices = evidence.get("matrices", [])
+    matrices = evidence["matrices"]
     names = {m["prefix"]: m["name"] for m in matrices}
     inputs, idents, used = _night_inputs(evidence, matrices), _identities(evidence), input_digests(evidence)
     statuses: dict[str, tuple[str, str, str]] = {}
@@ -150,7 +150,7 @@ def trend(nights: list[tuple[EvidenceDocument, str]]) -> Trend:
     "expected": str}], "summary": {"nights", "items", "failing_now", "flaky", "metrics"}}``; items sorted
     failing-now first, then flaky, then by key.
     """
-    runs = [(evidence, run_view(evidence.get("run", {})), verification) for evidence, verification in nights]
+    runs = [(evidence, run_view(evidence["run"]), verification) for evidence, verification in nights]
     ordered = sorted(runs, key=lambda n: str("" if n[1].started_at is None else n[1].started_at))
     per_night = [_night(evidence) for evidence, _, _ in ordered]
     keys = sorted({k for statuses, _ in per_night for k in statuses})

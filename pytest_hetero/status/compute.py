@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         PoolStatus,
         RecordDict,
         TaskTypeLevel,
-        UntestedNode,
+        UnvalidatedNode,
         ValidationSection,
     )
     from pytest_hetero.matrix.model import Matrix
@@ -222,15 +222,16 @@ class _NodeFacts:
         return out
 
     def layers(self, node: str, pool: Mapping[str, str], models: set[str]) -> dict[str, str]:
-        """``{layer: summary}`` of ``node``: discovery as the pool's (its check covers every node),
+        """``{layer: summary}`` of ``node`` (``pool``: the pool's summary of every layer, as :func:`pool_status`
+        builds it): discovery as the pool's (its check covers every node),
         scheduling passed where the pool's passed and a workload of it was placed on the node, the rest
         from what ran on the node (:meth:`statuses`)."""
-        out = {"discovery": pool.get("discovery", "absent")}
+        out = {"discovery": pool["discovery"]}
         if node in self.discovery_failed:  # discovery failed on this node: no higher pass stands in for it
             out["discovery"] = "failed"
         elif node in self.discovery_passed:  # it failed on other nodes only: passed here
             out["discovery"] = "passed"
-        sched = pool.get("scheduling", "absent")
+        sched = pool["scheduling"]
         out["scheduling"] = sched if sched != "passed" else ("passed" if node in self.placed else NOT_RUN_HERE)
         out["startup"] = layer_summary(self.statuses("startup", node, None))
         for layer in ("model", "business"):
@@ -238,7 +239,7 @@ class _NodeFacts:
         return out
 
 
-def _unvalidated(items: Sequence[ItemDict], facts: _NodeFacts, coverage: str) -> list[UntestedNode]:
+def _unvalidated(items: Sequence[ItemDict], facts: _NodeFacts, coverage: str) -> list[UnvalidatedNode]:
     """Nodes discovery listed in the pool that no workload of the run exercised, each with why."""
     listed: list[str] = []
     for item in items:

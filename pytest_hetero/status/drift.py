@@ -298,7 +298,7 @@ def observed_by_resource(hits: dict[str, str], plan: Plan) -> dict[str, list[str
 
 def baseline_label(evidence: EvidenceDocument, verification: str) -> str:
     """How a baseline bundle is named in drift and messages: ``bundle <run id> (<how it was verified>)``."""
-    return f"bundle {evidence['run'].get('id')} ({verification})"
+    return f"bundle {evidence['run']['id']} ({verification})"
 
 
 def drift_since(baseline: EvidenceDocument, label: str, matrix: Matrix, plan: Plan, live: dict[str, Any],

@@ -114,7 +114,7 @@ def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str
     seen: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # (node, key) → [(level, text, expires_at)]
     for pool in pools:
         own = {e["node"]: e["task_types"] for e in pool.get("node_status") or []}  # pool_status writes both
-        for node in pool.get("nodes") or []:
+        for node in pool["nodes"]:
             nodes.setdefault(node, {"node": node, "labels": {}, "annotations": {}, "conditions": [], "taint": None})
             for task_type, status in sorted(pool["task_types"].items()):
                 # the node's own level (what ran on it); a bundle written before node status: the pool's
@@ -156,9 +156,9 @@ def left_as_is(pools: list[PoolStatus], plan: list[NodeChange]) -> list[dict[str
     out = []
     for pool in pools:
         for entry in pool.get("unvalidated") or []:
-            if entry.get("node") not in touched:
-                out.append({"node": str(entry.get("node")), "pool": f"{pool['matrix']}/{pool['pool']}",
-                            "reason": str(entry.get("reason"))})
+            if entry["node"] not in touched:
+                out.append({"node": str(entry["node"]), "pool": f"{pool['matrix']}/{pool['pool']}",
+                            "reason": str(entry["reason"])})
     return out
 
 
