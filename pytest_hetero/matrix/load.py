@@ -590,7 +590,7 @@ def load_earlier_version(old: Path, current: list[Path]) -> Matrix:
         return load_matrix(old)
     try:
         data, _ = read_yaml(old, MatrixError)
-        name = data["metadata"]["name"] if isinstance(data, dict) and isinstance(data.get("metadata"), dict) else None
+        name = _metadata_name(data)
     except MatrixError:
         name = None
     for candidate in currents:
@@ -598,10 +598,16 @@ def load_earlier_version(old: Path, current: list[Path]) -> Matrix:
             other, _ = read_yaml(candidate, MatrixError)
         except MatrixError:
             continue
-        if name is not None and isinstance(other, dict) and isinstance(other.get("metadata"), dict) \
-                and other["metadata"].get("name") == name:
+        if name is not None and _metadata_name(other) == name:
             return load_matrix(old, read_from=candidate.parent)
     return load_matrix(old)
+
+
+def _metadata_name(doc: object) -> object:
+    """``metadata.name`` of a parsed YAML document not yet checked against the schema, as written (None when the
+    document, its ``metadata`` or the name is missing: the schema check of :func:`load_matrix` then says so)."""
+    metadata = doc.get("metadata") if isinstance(doc, dict) else None
+    return metadata.get("name") if isinstance(metadata, dict) else None
 
 
 def _display(path: Path) -> str:
