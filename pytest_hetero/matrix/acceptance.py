@@ -47,7 +47,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard, cast
 
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
 from pytest_hetero.matrix import gate_metrics
@@ -396,7 +396,7 @@ class NotEvaluable(KeyError):
         return self.message
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     """A finite JSON number: NaN and ±Infinity (non-standard tokens Python's parser accepts, or a float
     literal too large for a double such as ``1e400``) are not measurements and cannot be written as JSON."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
