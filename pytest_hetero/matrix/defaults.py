@@ -4,8 +4,10 @@
 :class:`~pytest_hetero.matrix.document.MatrixDoc`, and passes its ``spec`` through :func:`complete` before any
 other check or the build reads it: a key with a default is then a required key of the shapes below (read with a
 subscript), and the default is written here alone. A key whose absence means something (``uri``, ``entrypoint``,
-``sha256``, ``serving``, ``endpoint``, ``deploy``, a probe's keys, a truth's ``id`` …: presence is checked after
-the schema) is left as the document wrote it, ``NotRequired``. ``Matrix.source`` keeps the document as written.
+``sha256``, ``serving``, ``endpoint``, ``deploy``, a resource's ``queue``, a truth's ``id`` …: presence is checked
+after the schema) is filled with None: the schema admits no null, so None says the document did not write it, and
+the shapes type it ``X | None``. A governance probe is filled only for the build (:func:`probe_spec`: which keys it
+has is checked against its kind first). ``Matrix.source`` keeps the document as written.
 """
 
 from __future__ import annotations
