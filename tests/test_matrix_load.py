@@ -298,3 +298,19 @@ def test_the_validation_key_tells_types_apart() -> None:
     assert as_text is not None and as_date is not None and as_text != as_date
     assert validated_key({"v": 1}) != validated_key({"v": True}) != validated_key({"v": "1"})
     assert validated_key({"v": "2024-01-01"}) == as_text
+
+
+def test_an_earlier_version_without_metadata_name_is_a_matrix_problem(tmp_path: Path) -> None:
+    """``--hetero-affected-from`` with an old matrix whose metadata has no name: the schema names the missing
+    field (MatrixInvalid), as for any matrix; it raised KeyError('name') before the old file was checked."""
+    from pytest_hetero.matrix.load import load_earlier_version
+
+    (tmp_path / ".hetero-root").touch()
+    new = tmp_path / "new.matrix.yaml"
+    new.write_text(GOOD)
+    old = tmp_path / "old.yaml"
+    old.write_text(GOOD.replace("metadata: {name: m}", "metadata: {labels: {team: a}}"))
+    with pytest.raises(MatrixInvalid) as info:
+        load_earlier_version(old, [new])
+    assert [(p.message, p.location.field) for p in info.value.problems] == [
+        ("'name' is a required property", "metadata")]

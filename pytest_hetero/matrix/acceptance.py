@@ -47,7 +47,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard, cast
 
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
 from pytest_hetero.matrix import gate_metrics
@@ -56,7 +56,7 @@ from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, parse_yaml
 from pytest_hetero.safeio import read_file
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing_extensions import NotRequired, Required
 
     from pytest_hetero.evidence.document import RuleBound, RuleResult, RuleVerdict
 
@@ -87,11 +87,11 @@ RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tol
 
 class GoldenSample(TypedDict):
     """One expectation of a golden rule: the sample whose key is ``index`` answers ``expected`` (within
-    ``tolerance`` for numbers)."""
+    ``tolerance`` for numbers; None, filled by :func:`load_rules` when absent: exactly)."""
 
     index: object
     expected: object
-    tolerance: NotRequired[float]
+    tolerance: float | None
 
 
 class GoldenBody(TypedDict):
@@ -115,31 +115,32 @@ class LatencyBody(TypedDict):
 class ServiceBody(TypedDict, total=False):
     """A service rule's body (:data:`SERVICE_CHECKS` says which keys each kind needs): ``percentile`` and
     ``max_ms`` (service_latency), ``max`` (error_rate), ``min_rps``/``min_sps`` (throughput), and the
-    ``concurrency`` level it applies to (absent: every level)."""
+    ``concurrency`` level it applies to (None, filled by :func:`load_rules` when absent: every level)."""
 
     percentile: float
     max_ms: float
     max: float
     min_rps: float
     min_sps: float
-    concurrency: int
+    concurrency: Required[int | None]
 
 
 class AcceptanceRule(TypedDict):
     """A checked rule of an AcceptanceRules file (:func:`load_rules`): its ``name``, its one ``kind`` (the key of
     :data:`KINDS` it has, whose body is that key's value), its ``line`` in the file, whether its value is
-    ``self_reported`` (default false), and the keys of its kind."""
+    ``self_reported`` (default false), its ``tolerance`` (default 0: none), its ``slice`` (default None: every
+    row), and the keys of its kind."""
 
     name: str
     kind: str
     line: int
     self_reported: bool
+    tolerance: float
+    slice: dict[str, str | int | float] | None
     description: NotRequired[str]
     metric: NotRequired[str]
     op: NotRequired[str]
     value: NotRequired[float]
-    tolerance: NotRequired[float]
-    slice: NotRequired[dict[str, str | int | float]]
     golden: NotRequired[GoldenBody]
     latency: NotRequired[LatencyBody]
     service_latency: NotRequired[ServiceBody]
@@ -202,7 +203,8 @@ def _parse_rules(path: Path, raw: bytes) -> list[AcceptanceRule]:
                 Location(where, *pos.of(("rules", i, "name")), f"rules[{i}].name"),
                 "give each rule its own name: results, trends and diffs are keyed by it"))
             continue
-        out.append(_with_defaults(cast(AcceptanceRule, {"self_reported": False, **rule, "kind": kind, "line": line})))
+        out.append(_with_defaults(cast(AcceptanceRule, {"self_reported": False, "tolerance": 0, "slice": None, **rule,
+                                                        "kind": kind, "line": line})))
         # _rule_problems found none: the rule has the shape of its kind
     if len(problems) == 1:
         raise problems[0]
@@ -211,13 +213,24 @@ def _parse_rules(path: Path, raw: bytes) -> list[AcceptanceRule]:
     return out
 
 
+_SERVICE_KINDS: tuple[Literal["service_latency", "error_rate", "throughput"], ...] = (
+    "service_latency", "error_rate", "throughput")
+"""The keys of :data:`SERVICE_CHECKS`, as the rule's keys."""
+
+
 def _with_defaults(rule: AcceptanceRule) -> AcceptanceRule:
     """``rule`` with its body's defaults filled: a golden rule's ``field`` (``predictions``) and ``key``
-    (``indices``), a latency rule's ``field`` (``latency_ms``)."""
+    (``indices``) and each sample's ``tolerance`` (None: exact), a latency rule's ``field`` (``latency_ms``), a
+    service rule's ``concurrency`` (None: every level)."""
     if "golden" in rule:
-        rule["golden"] = {"field": "predictions", "key": "indices", **rule["golden"]}
+        gold = rule["golden"]
+        rule["golden"] = {"field": "predictions", "key": "indices", **gold,
+                          "samples": [{"tolerance": None, **sample} for sample in gold["samples"]]}
     if "latency" in rule:
         rule["latency"] = {"field": "latency_ms", **rule["latency"]}
+    for kind in _SERVICE_KINDS:
+        if kind in rule:
+            rule[kind] = {"concurrency": None, **rule[kind]}
     return rule
 
 
@@ -268,19 +281,20 @@ def _check_metric_name(name: str, expr: str, self_reported: bool, loc: Location)
                     "self_reported: true, and is then shown as 'self-reported, not verified'")
 
 
-def _check_common(rule: dict[str, object], name: str, kind: str, loc: Location) -> None:
-    """``self_reported`` is a boolean on a metric or latency rule only."""
-    if "self_reported" in rule and (not isinstance(rule["self_reported"], bool) or kind not in ("metric", "latency")):
+def _check_common(rule: dict[str, object], self_reported: object, name: str, kind: str, loc: Location) -> None:
+    """``self_reported`` (the rule's, None when absent) is a boolean on a metric or latency rule only."""
+    if "self_reported" in rule and (not isinstance(self_reported, bool) or kind not in ("metric", "latency")):
         raise CaseError(f"rule '{name}': self_reported is true or false, on a metric or latency rule",
                         loc, "drop it, or write self_reported: true on a rule over a value the model reports")
-    if kind == "latency" and rule.get("self_reported") is not True:
+    if kind == "latency" and self_reported is not True:
         raise CaseError(f"rule '{name}': a latency rule reads latencies the model timed itself", loc,
                         "mark it self_reported: true (shown as 'self-reported, not verified'), or use the gate's "
                         "measurement: metric: per_sample_ms (or wall_s, throughput_sps)")
 
 
-def _check_slice(rule: dict[str, object], name: str, loc: Location) -> None:
-    """``slice`` is one ``column: value`` pair (value text or a number), on a metric the gate computes."""
+def _check_slice(rule: dict[str, object], self_reported: object, name: str, loc: Location) -> None:
+    """``slice`` is one ``column: value`` pair (value text or a number), on a metric the gate computes (not on a
+    ``self_reported`` one: the rule's, None when absent)."""
     if "slice" not in rule:
         return
     found = rule["slice"]
@@ -289,7 +303,7 @@ def _check_slice(rule: dict[str, object], name: str, loc: Location) -> None:
             for k, v in found.items())):
         raise CaseError(f"rule '{name}': slice is one column: value pair ({found!r})", loc,
                         "e.g. slice: {region: eu} (the column listed in the dataset's truth.slices)")
-    if rule.get("self_reported") or gate_metrics.task_of(str(rule["metric"])) is None:
+    if self_reported or gate_metrics.task_of(str(rule["metric"])) is None:
         raise CaseError(f"rule '{name}': slice applies to a metric the gate computes from truth, not to "
                         f"{rule['metric']!r}", loc, "drop slice, or judge a computed metric such as accuracy")
 
@@ -297,6 +311,7 @@ def _check_slice(rule: dict[str, object], name: str, loc: Location) -> None:
 def _check_rule(rule: dict[str, object], name: str, kind: str, loc: Location) -> None:
     """Raise :class:`CaseError` for the first problem of rule ``name`` of ``kind`` (its body, op, value, metric,
     slice, tolerance, then ``self_reported``)."""
+    self_reported = rule.get("self_reported")  # the YAML as written: read once, checked last (_check_common)
     if kind in SERVICE_CHECKS:
         _check_service_rule(name, kind, rule[kind], loc)
     if kind == "metric":
@@ -313,8 +328,8 @@ def _check_rule(rule: dict[str, object], name: str, kind: str, loc: Location) ->
             raise CaseError(f"rule '{name}': metric {expr!r} is neither a metric name nor "
                             "mean(field), min(field), max(field) or count(field)", loc,
                             "e.g. metric: accuracy (computed by the gate from the dataset's truth)")
-        _check_metric_name(name, expr, bool(rule.get("self_reported")), loc)
-        _check_slice(rule, name, loc)
+        _check_metric_name(name, expr, bool(self_reported), loc)
+        _check_slice(rule, self_reported, name, loc)
         if "tolerance" in rule and (op not in ("==", "!=") or not _number(rule["tolerance"])):
             raise CaseError(f"rule '{name}': tolerance applies to op == and != only, as a number "
                             f"(op {op}, tolerance {rule['tolerance']!r})", loc,
@@ -330,7 +345,7 @@ def _check_rule(rule: dict[str, object], name: str, kind: str, loc: Location) ->
         _check_golden(name, rule["golden"], loc)
     if kind in ("golden", "latency"):
         _check_body_keys(name, kind, rule[kind], loc)
-    _check_common(rule, name, kind, loc)
+    _check_common(rule, self_reported, name, kind, loc)
 
 
 _BODY_KEYS: dict[str, tuple[str, ...]] = {"golden": ("samples", "field", "key"),
@@ -409,7 +424,7 @@ class NotEvaluable(KeyError):
         return self.message
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     """A finite JSON number: NaN and ±Infinity (non-standard tokens Python's parser accepts, or a float
     literal too large for a double such as ``1e400``) are not measurements and cannot be written as JSON."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -551,7 +566,7 @@ def evaluate(rules: list[AcceptanceRule], outputs: Mapping[str, object],
 
 def _slice(rule: AcceptanceRule) -> tuple[str, str] | None:
     """A rule's ``slice: {column: value}`` as (column, value text), or None."""
-    found = rule.get("slice")
+    found = rule["slice"]
     if not found:
         return None
     ((column, value),) = found.items()
@@ -579,7 +594,7 @@ def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues
             observed, provenance = gate.get(rule["metric"], _slice(rule))
         if not math.isfinite(observed):  # e.g. the mean of finite values too large for a double
             raise NotEvaluable(f"metric '{rule['metric']}' evaluates to {_shape(observed)}", "invalid")
-        op, value, tol = rule["op"], float(rule["value"]), float(rule.get("tolerance", 0))
+        op, value, tol = rule["op"], float(rule["value"]), float(rule["tolerance"])
         if op in ("==", "!=") and tol:
             ok = abs(observed - value) <= tol
             ok = ok if op == "==" else not ok
@@ -641,7 +656,7 @@ def _evaluate_golden(gold: GoldenBody, outputs: ModelOutputs) -> RuleVerdict:
         got = values[idx]
         if isinstance(got, float) and not math.isfinite(got):
             raise NotEvaluable(f"outputs field '{field}' holds {_shape(got)} at index {sample['index']!r}", "invalid")
-        tol = sample.get("tolerance")
+        tol = sample["tolerance"]
         ok = got is not None and (abs(float(got) - _as_float(sample["expected"])) <= float(tol)
                                   if tol is not None else got == sample["expected"])
         if not ok:
@@ -698,7 +713,7 @@ def _evaluate_service(kind: str, body: ServiceBody, outputs: ModelOutputs) -> Ru
     levels = service.get("levels") if isinstance(service, dict) else None
     if not isinstance(levels, list) or not levels:
         raise NotEvaluable("outputs have no service levels (not the run of a served model?)")
-    wanted = body.get("concurrency")
+    wanted = body["concurrency"]
     chosen = [lv for lv in levels if wanted is None or lv["concurrency"] == wanted]
     if not chosen:
         raise NotEvaluable(f"no load level at concurrency {wanted} (measured: "

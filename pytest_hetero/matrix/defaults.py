@@ -4,8 +4,10 @@
 :class:`~pytest_hetero.matrix.document.MatrixDoc`, and passes its ``spec`` through :func:`complete` before any
 other check or the build reads it: a key with a default is then a required key of the shapes below (read with a
 subscript), and the default is written here alone. A key whose absence means something (``uri``, ``entrypoint``,
-``sha256``, ``serving``, ``endpoint``, ``deploy``, a probe's keys, a truth's ``id`` …: presence is checked after
-the schema) is left as the document wrote it, ``NotRequired``. ``Matrix.source`` keeps the document as written.
+``sha256``, ``serving``, ``endpoint``, ``deploy``, a resource's ``queue``, a truth's ``id`` …: presence is checked
+after the schema) is filled with None: the schema admits no null, so None says the document did not write it, and
+the shapes type it ``X | None``. A governance probe is filled only for the build (:func:`probe_spec`: which keys it
+has is checked against its kind first). ``Matrix.source`` keeps the document as written.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 from pytest_hetero import LAYERS
 from pytest_hetero.matrix.document import (
     AuthDoc,
-    CheckpointDoc,
-    CommunicationDoc,
+    DatasetDoc,
     ExcludeDoc,
     ExpectDoc,
+    GovernanceDoc,
     LayerSettingsDoc,
     LoadDoc,
     ModelDoc,
@@ -33,12 +35,12 @@ from pytest_hetero.matrix.document import (
     ServingTargetDoc,
     SpecDoc,
     TargetDoc,
-    TenantDoc,
     TolerationDoc,
     TrainingDoc,
     TruthDoc,
 )
 from pytest_hetero.matrix.model import DEFAULT_DOMAIN, DEFAULT_OUTPUT_LIMIT, DEFAULT_TIMEOUTS_S, DEFAULT_VALID_FOR_S
+from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
@@ -56,7 +58,8 @@ DEFAULT_COVERAGE = "one"
 
 class ResourceSpec(TypedDict):
     """:class:`~pytest_hetero.matrix.document.ResourceDoc` with ``vendor`` (``any``), ``limits``,
-    ``node_selector``, ``tolerations``, ``expect`` (empty) and ``coverage`` (``one``) filled."""
+    ``node_selector``, ``tolerations``, ``expect`` (empty) and ``coverage`` (``one``) filled; ``queue``,
+    ``priority_class``, ``model_runs`` and ``concurrency`` None when absent (the run's default)."""
 
     name: str
     type: str
@@ -67,10 +70,10 @@ class ResourceSpec(TypedDict):
     tolerations: list[TolerationDoc]
     coverage: str | dict[str, float]
     expect: ExpectDoc
-    queue: NotRequired[str]
-    priority_class: NotRequired[str]
-    model_runs: NotRequired[str]
-    concurrency: NotRequired[int | Literal["free"]]
+    queue: str | None
+    priority_class: str | None
+    model_runs: str | None
+    concurrency: int | Literal["free"] | None
     description: NotRequired[str]
 
 
@@ -78,17 +81,19 @@ _ImageForSpec = TypedDict("_ImageForSpec", {"for": list[str]})  # ``for`` is a P
 
 
 class ImageSpec(_ImageForSpec):
-    """:class:`~pytest_hetero.matrix.document.ImageDoc` with ``for`` filled (every resource type)."""
+    """:class:`~pytest_hetero.matrix.document.ImageDoc` with ``for`` filled (every resource type); ``digest``
+    None when absent."""
 
     name: str
     reference: str
-    digest: NotRequired[str]
+    digest: str | None
     description: NotRequired[str]
 
 
 class ServingSpec(TypedDict):
     """:class:`~pytest_hetero.matrix.document.ServingDoc` with ``version`` (the model's), ``task`` (empty),
-    ``auth``, ``load`` and ``options`` (empty) filled."""
+    ``auth``, ``load`` and ``options`` (empty) filled; ``endpoint``, ``deploy``, ``ready_timeout`` and
+    ``rollback`` None when absent (the schema admits no null: None means the matrix did not write it)."""
 
     protocol: str
     model_name: str
@@ -97,53 +102,102 @@ class ServingSpec(TypedDict):
     auth: AuthDoc
     load: LoadDoc
     options: dict[str, object]
-    endpoint: NotRequired[str]
-    deploy: NotRequired[ServingTargetDoc]
-    ready_timeout: NotRequired[Scalar]
-    rollback: NotRequired[RollbackDoc]
+    endpoint: str | None
+    deploy: ServingTargetDoc | None
+    ready_timeout: Scalar | None
+    rollback: RollbackDoc | None
+
+
+class CommunicationSpec(TypedDict):
+    """:class:`~pytest_hetero.matrix.document.CommunicationDoc` with every setting's default filled (those of
+    :class:`~pytest_hetero.matrix.training.Training`); ``min_busbw_gbps`` and ``at`` None when absent."""
+
+    sizes: list[int | str]
+    iterations: int
+    warmup: int
+    min_busbw_gbps: float | None
+    at: int | str | None
+    port: int
+    rendezvous_timeout: float | str
+    framework: str
+    backend: str
+
+
+class CheckpointSpec(TypedDict):
+    """:class:`~pytest_hetero.matrix.document.CheckpointDoc` with every setting's default filled (those of
+    :class:`~pytest_hetero.matrix.training.Training`); ``volume`` None when absent (a scratch folder)."""
+
+    volume: str | None
+    steps: int
+    kill_after: int
+    size: int | str
+    step_pause: float | str
 
 
 class TrainingSpec(TypedDict):
-    """:class:`~pytest_hetero.matrix.document.TrainingDoc` with ``communication`` and ``checkpoint`` (empty: the
-    :class:`~pytest_hetero.matrix.training.Training` defaults) filled."""
+    """:class:`~pytest_hetero.matrix.document.TrainingDoc` with ``world_size``, ``communication`` and
+    ``checkpoint`` filled (every setting's default: :class:`~pytest_hetero.matrix.training.Training`)."""
 
-    communication: CommunicationDoc
-    checkpoint: CheckpointDoc
-    world_size: NotRequired[int]
+    world_size: int
+    communication: CommunicationSpec
+    checkpoint: CheckpointSpec
 
 
 class ModelSpec(TypedDict):
     """:class:`~pytest_hetero.matrix.document.ModelDoc` with ``runtime`` (empty), ``network`` (false),
-    and ``task_type`` (``online-inference`` when served, else ``batch-inference``) filled; ``uri``, ``sha256``,
-    ``entrypoint`` and ``serving`` stay as written (which of them a model has says whether it is run or served:
-    :func:`serving_spec` fills a serving's defaults, :func:`training_spec` a training's, for the build)."""
+    and ``task_type`` (``online-inference`` when served, else ``batch-inference``) filled, ``serving`` with its
+    own defaults (:func:`serving_spec`); ``uri``, ``sha256``, ``entrypoint``, ``code``, ``serving`` and
+    ``training`` None when absent (which of them a model has says whether it is run or served; the schema admits
+    no null, so None is never written; :func:`training_spec` fills a training's defaults for the build)."""
 
     name: str
     version: str
     runtime: str
     network: bool
     task_type: str
-    uri: NotRequired[str]
-    sha256: NotRequired[str]
-    entrypoint: NotRequired[list[str]]
+    uri: str | None
+    sha256: str | None
+    entrypoint: list[str] | None
+    code: str | None
+    serving: ServingSpec | None
+    training: TrainingDoc | None
     description: NotRequired[str]
-    code: NotRequired[str]
-    serving: NotRequired[ServingDoc]
-    training: NotRequired[TrainingDoc]
+
+
+class LabelsSpec(TypedDict):
+    """:class:`~pytest_hetero.matrix.document.LabelsDoc` with ``format`` None when absent (read by suffix)."""
+
+    uri: str
+    sha256: str
+    format: str | None
+
+
+class TruthSpec(TypedDict):
+    """:class:`~pytest_hetero.matrix.document.TruthDoc` with ``slices`` (none) filled; ``id``, ``join``,
+    ``labels`` and ``json_schema`` None when absent."""
+
+    task: str
+    target: str
+    slices: list[str]
+    id: str | None
+    join: str | None
+    labels: LabelsSpec | None
+    json_schema: dict[str, object] | None
 
 
 class DatasetSpec(TypedDict):
-    """:class:`~pytest_hetero.matrix.document.DatasetDoc` with ``sensitive`` (false) filled."""
+    """:class:`~pytest_hetero.matrix.document.DatasetDoc` with ``sensitive`` (false) filled and ``truth`` with
+    its own (:class:`TruthSpec`); ``acceptance``, ``truth`` and ``format`` None when absent."""
 
     name: str
     version: str
     uri: str
     sha256: str
     sensitive: bool
-    acceptance: NotRequired[str]
+    acceptance: str | None
+    truth: TruthSpec | None
+    format: str | None
     description: NotRequired[str]
-    truth: NotRequired[TruthDoc]
-    format: NotRequired[str]
 
 
 class ProfileSpec(TypedDict):
@@ -173,20 +227,33 @@ class ValidationSpec(TypedDict):
     domain: str
 
 
-class GovernanceSpec(TypedDict):
-    """``spec.governance`` with ``tenants`` and ``probes`` (empty) filled; each probe as written (which keys a
-    probe has is checked against its kind: :func:`probe_spec` fills its defaults for the build)."""
+class TenantSpec(TypedDict):
+    """:class:`~pytest_hetero.matrix.document.TenantDoc` with ``queue`` and ``cluster_queue`` None when absent."""
 
-    tenants: list[TenantDoc]
+    name: str
+    namespace: str
+    service_account: str
+    queue: str | None
+    cluster_queue: str | None
+    description: NotRequired[str]
+
+
+class GovernanceSpec(TypedDict):
+    """``spec.governance`` with ``tenants`` (:class:`TenantSpec`) and ``probes`` (empty) filled; each probe as
+    written (which keys a probe has is checked against its kind: :func:`probe_spec` fills its defaults for the
+    build)."""
+
+    tenants: list[TenantSpec]
     probes: list[ProbeDoc]
 
 
-_ProbeAsSpec = TypedDict("_ProbeAsSpec", {"as": str}, total=False)  # ``as`` is a Python keyword
+_ProbeAsSpec = TypedDict("_ProbeAsSpec", {"as": str | None})  # ``as`` is a Python keyword
 
 
 class ProbeSpec(_ProbeAsSpec):
     """:class:`~pytest_hetero.matrix.document.ProbeDoc` with ``within``, ``above``, ``expect``, and the name
-    lists ``services``, ``egress``, ``claims``, ``secrets``, ``pull_secrets`` (empty) filled."""
+    lists ``services``, ``egress``, ``claims``, ``secrets``, ``pull_secrets`` (empty) filled; ``as``,
+    ``target``, ``image``, ``high``, ``low``, ``reserve`` and ``timeout`` None when absent."""
 
     name: str
     kind: str
@@ -199,23 +266,24 @@ class ProbeSpec(_ProbeAsSpec):
     claims: list[str]
     secrets: list[str]
     pull_secrets: list[str]
-    target: NotRequired[str]
-    image: NotRequired[str]
-    high: NotRequired[str]
-    low: NotRequired[str]
-    reserve: NotRequired[ReserveDoc]
-    timeout: NotRequired[Scalar]
+    target: str | None
+    image: str | None
+    high: str | None
+    low: str | None
+    reserve: ReserveDoc | None
+    timeout: Scalar | None
     description: NotRequired[str]
 
 
 class TaskQueueSpec(TypedDict):
-    """``spec.task_queues.<task type>`` with ``workers`` (1) filled."""
+    """``spec.task_queues.<task type>`` with ``workers`` (1) filled; ``queue``, ``cluster_queue``,
+    ``priority_class`` and ``max_wait`` None when absent."""
 
     workers: int
-    queue: NotRequired[str]
-    cluster_queue: NotRequired[str]
-    priority_class: NotRequired[str]
-    max_wait: NotRequired[Scalar]
+    queue: str | None
+    cluster_queue: str | None
+    priority_class: str | None
+    max_wait: Scalar | None
 
 
 class Spec(TypedDict):
@@ -243,9 +311,9 @@ def complete(spec: SpecDoc) -> Spec:
     given_layers = spec.get("layers", {})
     return {
         "resources": [_resource(r) for r in spec["resources"]],
-        "images": [{"for": list(DEFAULT_FOR), **m} for m in spec["images"]],
+        "images": [{"for": list(DEFAULT_FOR), "digest": None, **m} for m in spec["images"]],
         "models": [_model(m) for m in spec["models"]],
-        "datasets": [{"sensitive": False, **d} for d in spec["datasets"]],
+        "datasets": [_dataset(d) for d in spec["datasets"]],
         "target": spec.get("target", DEFAULT_TARGET),
         "owners": {**{str(k): str(v) for k, v in DEFAULT_OWNERS.items()}, **spec.get("owners", {})},
         "layers": {**{layer: _layer(layer, conf) for layer, conf in given_layers.items()},  # file order first
@@ -255,14 +323,16 @@ def complete(spec: SpecDoc) -> Spec:
                      for name, p in spec.get("profiles", {}).items()},
         "redact": spec.get("redact", []),
         "validation": {"valid_for": DEFAULT_VALID_FOR_S, "domain": DEFAULT_DOMAIN, **spec.get("validation", {})},
-        "governance": {"tenants": [], "probes": [], **spec.get("governance", {})},
-        "task_queues": {t: {"workers": 1, **r} for t, r in spec.get("task_queues", {}).items()},
+        "governance": _governance(spec.get("governance", {})),
+        "task_queues": {t: {"workers": 1, "queue": None, "cluster_queue": None, "priority_class": None,
+                            "max_wait": None, **r} for t, r in spec.get("task_queues", {}).items()},
     }
 
 
 def _resource(r: ResourceDoc) -> ResourceSpec:
     return {"vendor": DEFAULT_VENDOR, "limits": {}, "node_selector": {}, "tolerations": [], "expect": {},
-            "coverage": DEFAULT_COVERAGE, **r}
+            "coverage": DEFAULT_COVERAGE, "queue": None, "priority_class": None, "model_runs": None,
+            "concurrency": None, **r}
 
 
 _TIMEOUTS_S: dict[str, float] = {str(layer): seconds for layer, seconds in DEFAULT_TIMEOUTS_S.items()}
@@ -275,22 +345,50 @@ def _layer(layer: str, given: LayerSettingsDoc) -> LayerSpec:
 
 def _model(m: ModelDoc) -> ModelSpec:
     return {"runtime": "", "network": False, "task_type": "online-inference" if "serving" in m else "batch-inference",
-            **m}
+            "uri": None, "sha256": None, "entrypoint": None, "code": None, "training": None, **m,
+            "serving": serving_spec(m["serving"], str(m["version"])) if "serving" in m else None}
+
+
+def _dataset(d: DatasetDoc) -> DatasetSpec:
+    return {"sensitive": False, "acceptance": None, "format": None, **d,
+            "truth": _truth(d["truth"]) if "truth" in d else None}
+
+
+def _truth(t: TruthDoc) -> TruthSpec:
+    labels: LabelsSpec | None = {"format": None, **t["labels"]} if "labels" in t else None
+    return {"slices": [], "id": None, "join": None, "json_schema": None, **t, "labels": labels}
+
+
+def _governance(g: GovernanceDoc) -> GovernanceSpec:
+    return {"tenants": [{"queue": None, "cluster_queue": None, **x} for x in g.get("tenants", [])],
+            "probes": g.get("probes", [])}
 
 
 def serving_spec(s: ServingDoc, version: str) -> ServingSpec:
     """A model's ``serving`` with its defaults filled; ``version``: the model's version (the version the service
     must report when ``serving.version`` is absent)."""
-    return {"version": version, "task": "", "auth": {}, "load": {}, "options": {}, **s}
+    return {"version": version, "task": "", "auth": {}, "load": {}, "options": {}, "endpoint": None, "deploy": None,
+            "ready_timeout": None, "rollback": None, **s}
 
 
 def training_spec(t: TrainingDoc) -> TrainingSpec:
-    """A model's ``training`` with ``communication`` and ``checkpoint`` filled (empty: every setting's default,
-    :class:`~pytest_hetero.matrix.training.Training`)."""
-    return {"communication": {}, "checkpoint": {}, **t}
+    """A model's ``training`` with ``world_size``, ``communication`` and ``checkpoint`` filled: every setting's
+    default is :class:`~pytest_hetero.matrix.training.Training`'s (quantities and durations as the matrix may write
+    them: the build parses both)."""
+    d = Training()
+    return {
+        "world_size": d.world_size, **t,
+        "communication": {"sizes": list(d.sizes), "iterations": d.iterations, "warmup": d.warmup,
+                          "min_busbw_gbps": None, "at": None, "port": d.port,
+                          "rendezvous_timeout": d.rendezvous_timeout_s, "framework": d.framework,
+                          "backend": d.backend, **t.get("communication", {})},
+        "checkpoint": {"volume": None, "steps": d.steps, "kill_after": d.kill_after, "size": d.checkpoint_bytes,
+                       "step_pause": d.step_pause_s, **t.get("checkpoint", {})},
+    }
 
 
 def probe_spec(p: ProbeDoc) -> ProbeSpec:
     """A governance probe with its defaults filled (after its keys were checked against its kind)."""
     return {"within": {}, "above": {}, "expect": {}, "services": [], "egress": [], "claims": [], "secrets": [],
-            "pull_secrets": [], **p}
+            "pull_secrets": [], "as": None, "target": None, "image": None, "high": None, "low": None, "reserve": None,
+            "timeout": None, **p}

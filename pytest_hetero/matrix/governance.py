@@ -127,7 +127,7 @@ def governance_problems(spec: Spec, names: Names, error: ErrorAt) -> list[Matrix
             problems.append(error((*where, "name"), f"duplicate probe name '{probe['name']}'",
                                   "give each probe a unique name"))
         seen.append(probe["name"])
-        served = [m["name"] for m in spec["models"] if m.get("serving")]
+        served = [m["name"] for m in spec["models"] if m["serving"] is not None]
         problems += _probe_problems(probe, where, {**names, "tenant": tenants, "served": served}, error)
     return problems
 

@@ -26,14 +26,15 @@ from pytest_hetero.matrix import taskqueues
 from pytest_hetero.matrix.defaults import (
     DatasetSpec,
     ImageSpec,
+    LabelsSpec,
     ModelSpec,
     ResourceSpec,
+    ServingSpec,
     Spec,
     complete,
     probe_spec,
-    serving_spec,
 )
-from pytest_hetero.matrix.document import MatrixDoc, ServingDoc
+from pytest_hetero.matrix.document import MatrixDoc
 from pytest_hetero.matrix.governance import Names
 from pytest_hetero.matrix.model import (
     Coverage,
@@ -328,9 +329,10 @@ def _model_problems(model: ModelSpec, path: tuple[Any, ...], pos: Positions, fil
         line, col = pos.of((*path, *sub))
         return MatrixError(message, Location(file, line, col, dotted((*path, *sub), data)), hint)
 
-    serving = model.get("serving")
+    serving = model["serving"]
     if serving is None:
-        missing = [k for k in ("entrypoint", "uri", "sha256") if k not in model]
+        given = (("entrypoint", model["entrypoint"]), ("uri", model["uri"]), ("sha256", model["sha256"]))
+        missing = [k for k, value in given if value is None]
         if missing == ["sha256"]:
             return [err(f"model '{model['name']}' has no sha256", "add sha256: <64 hex digits> "
                         "(compute it with `sha256sum FILE`)")]
@@ -340,15 +342,15 @@ def _model_problems(model: ModelSpec, path: tuple[Any, ...], pos: Positions, fil
                         "endpoint | deploy, model_name} to validate a running inference service")]
         return []
     problems = []
-    if "endpoint" not in serving and "deploy" not in serving:
+    if serving["endpoint"] is None and serving["deploy"] is None:
         problems.append(err(f"serving of model '{model['name']}' names neither endpoint nor deploy",
                             "add endpoint: http://HOST:PORT, or deploy: {kind: InferenceService, name: …}",
                             "serving"))
-    if ("uri" in model) != ("sha256" in model):
+    if (model["uri"] is None) != (model["sha256"] is None):
         problems.append(err(f"model '{model['name']}' declares only one of uri and sha256",
                             "a served model's file is optional, but give both or neither"))
-    rollback = serving.get("rollback")
-    if rollback is not None and not ({"endpoint", "deploy"} & set(rollback)) and "deploy" not in serving:
+    rollback = serving["rollback"]
+    if rollback is not None and not ({"endpoint", "deploy"} & set(rollback)) and serving["deploy"] is None:
         problems.append(err(f"rollback of model '{model['name']}' has no way to switch",
                             "add endpoint: (the previous version's URL) or deploy: (the object to patch; "
                             "default: serving.deploy)",
@@ -356,10 +358,9 @@ def _model_problems(model: ModelSpec, path: tuple[Any, ...], pos: Positions, fil
     return problems
 
 
-def _serving(doc: ServingDoc | None, version: str) -> Serving | None:
-    if doc is None:
+def _serving(raw: ServingSpec | None) -> Serving | None:
+    if raw is None:
         return None
-    raw = serving_spec(doc, version)
     given = raw["load"]
     load: LoadSettings = {}
     if "concurrency" in given:
@@ -374,10 +375,11 @@ def _serving(doc: ServingDoc | None, version: str) -> Serving | None:
         load["request_timeout_s"] = parse_duration(given["request_timeout"])
     return Serving(
         protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw["version"]),
-        endpoint=raw.get("endpoint"), deploy={k: str(v) for k, v in raw["deploy"].items()} if "deploy" in raw else None,
+        endpoint=raw["endpoint"],
+        deploy={k: str(v) for k, v in raw["deploy"].items()} if raw["deploy"] is not None else None,
         task=raw["task"], auth=raw["auth"].copy(), load=load,
-        rollback=raw["rollback"].copy() if "rollback" in raw else None, options=dict(raw["options"]),
-        ready_timeout_s=parse_duration(raw["ready_timeout"]) if "ready_timeout" in raw else None)
+        rollback=raw["rollback"].copy() if raw["rollback"] is not None else None, options=dict(raw["options"]),
+        ready_timeout_s=parse_duration(raw["ready_timeout"]) if raw["ready_timeout"] is not None else None)
 
 
 PROJECT_MARKERS: tuple[str, ...] = ("pyproject.toml", ".git", ".hetero-root")
@@ -418,10 +420,10 @@ def _escaping_paths(data: MatrixDoc, spec: Spec, pos: Positions, file: str, matr
     problems = []
     paths: list[tuple[str, int, str, str | None]] = []  # (key, index, field, the path as written)
     for i, model in enumerate(spec["models"]):
-        paths += [("models", i, "uri", model.get("uri")), ("models", i, "code", model.get("code"))]
+        paths += [("models", i, "uri", model["uri"]), ("models", i, "code", model["code"])]
     for i, dataset in enumerate(spec["datasets"]):
-        paths += [("datasets", i, "uri", dataset["uri"]), ("datasets", i, "acceptance", dataset.get("acceptance"))]
-        labels = dataset.get("truth", {}).get("labels")
+        paths += [("datasets", i, "uri", dataset["uri"]), ("datasets", i, "acceptance", dataset["acceptance"])]
+        labels = dataset["truth"]["labels"] if dataset["truth"] is not None else None
         if labels:
             paths.append(("datasets", i, "truth.labels.uri", labels["uri"]))
     for key, i, field, value in paths:
@@ -446,29 +448,29 @@ def _hex(digest: str) -> str:
 def _truth(dataset: DatasetSpec, rel: Callable[[str | None], Path | None]) -> Truth | None:
     """The dataset's :class:`Truth` (None when it declares none): in its ``labels`` file when it names one,
     else in the dataset file (then with the dataset's sha256 and format)."""
-    raw = dataset.get("truth")
+    raw = dataset["truth"]
     if raw is None:
         return None
-    labels = raw.get("labels")
-    source = labels if labels is not None else dataset
+    labels = raw["labels"]
+    source: LabelsSpec | DatasetSpec = labels if labels is not None else dataset
     found = rel(source["uri"])
     assert found is not None
-    return Truth(task=raw["task"], target=raw["target"], id=raw.get("id"), path=found, sha256=_hex(source["sha256"]),
-                 uri=source["uri"], format=source.get("format"), separate=labels is not None,
-                 slices=tuple(raw.get("slices", ())), json_schema=raw.get("json_schema"))
+    return Truth(task=raw["task"], target=raw["target"], id=raw["id"], path=found, sha256=_hex(source["sha256"]),
+                 uri=source["uri"], format=source["format"], separate=labels is not None,
+                 slices=tuple(raw["slices"]), json_schema=raw["json_schema"])
 
 
 def truth_problems(dataset: DatasetSpec, at: tuple[Any, ...],
                    error: Callable[[tuple[Any, ...], str, str], MatrixError]) -> list[MatrixError]:
     """A truth that joins by id names its id column; one that names none says ``join: order``."""
-    truth = dataset.get("truth")
-    if not isinstance(truth, dict):
+    truth = dataset["truth"]
+    if truth is None:
         return []
-    join = truth.get("join")
-    if join == "order" and "id" in truth:
+    join = truth["join"]
+    if join == "order" and truth["id"] is not None:
         return [error((*at, "truth", "join"), "join: order with an id column: which one joins is unclear",
                       "drop id to join by row order, or drop join to join by id")]
-    if "id" not in truth and join != "order":
+    if truth["id"] is None and join != "order":
         return [error((*at, "truth"), "truth names no id column to join predictions on",
                       "add id: <column> (the outputs then carry ids beside predictions), or join: order (predictions "
                       "in the file's row order)")]
@@ -488,24 +490,24 @@ def _build(data: MatrixDoc, spec: Spec, path: Path, raw: bytes, pos: Positions, 
         requests={k: str(v) for k, v in r["requests"].items()},
         limits={k: str(v) for k, v in r["limits"].items()},
         node_selector=dict(r["node_selector"]), tolerations=tuple(r["tolerations"]),
-        queue=r.get("queue"), priority_class=r.get("priority_class"), expect=r["expect"].copy(),
+        queue=r["queue"], priority_class=r["priority_class"], expect=r["expect"].copy(),
         line=line("spec", "resources", i), coverage=Coverage.parse(r["coverage"]),
-        model_runs=r.get("model_runs"), concurrency=r.get("concurrency"))
+        model_runs=r["model_runs"], concurrency=r["concurrency"])
         for i, r in enumerate(spec["resources"]))
     images = tuple(Image(
-        name=m["name"], reference=m["reference"], digest=m.get("digest"),
+        name=m["name"], reference=m["reference"], digest=m["digest"],
         for_types=tuple(m["for"]), line=line("spec", "images", i))
         for i, m in enumerate(spec["images"]))
     models = tuple(Model(
-        name=m["name"], version=str(m["version"]), uri=m.get("uri", ""), path=rel(m.get("uri")) or base,
-        sha256=_hex(m.get("sha256", "")), entrypoint=tuple(m.get("entrypoint", ())),
-        runtime=m["runtime"], code=rel(m.get("code")), line=line("spec", "models", i),
-        serving=_serving(m.get("serving"), str(m["version"])), task_type=m["task_type"],
-        network=bool(m["network"]), training=parse_training(m.get("training"), base))
+        name=m["name"], version=str(m["version"]), uri=m["uri"] or "", path=rel(m["uri"]) or base,
+        sha256=_hex(m["sha256"] or ""), entrypoint=tuple(m["entrypoint"] or ()),
+        runtime=m["runtime"], code=rel(m["code"]), line=line("spec", "models", i),
+        serving=_serving(m["serving"]), task_type=m["task_type"],
+        network=bool(m["network"]), training=parse_training(m["training"], base))
         for i, m in enumerate(spec["models"]))
     datasets = tuple(Dataset(
         name=d["name"], version=str(d["version"]), uri=d["uri"], path=rel(d["uri"]) or base,
-        sha256=_hex(d["sha256"]), acceptance=rel(d.get("acceptance")),
+        sha256=_hex(d["sha256"]), acceptance=rel(d["acceptance"]),
         sensitive=bool(d["sensitive"]), line=line("spec", "datasets", i), truth=_truth(d, rel))
         for i, d in enumerate(spec["datasets"]))
     layers = spec["layers"]
@@ -519,16 +521,16 @@ def _build(data: MatrixDoc, spec: Spec, path: Path, raw: bytes, pos: Positions, 
                 for n, p in spec["profiles"].items()}
     gov, validation = spec["governance"], spec["validation"]
     tenants = tuple(Tenant(name=x["name"], namespace=x["namespace"], service_account=x["service_account"],
-                           queue=x.get("queue"), cluster_queue=x.get("cluster_queue"),
+                           queue=x["queue"], cluster_queue=x["cluster_queue"],
                            line=line("spec", "governance", "tenants", i))
                     for i, x in enumerate(gov["tenants"]))
     probes = tuple(GovernanceProbe(
-        name=x["name"], kind=x["kind"], resource=x["resource"], acting_as=x.get("as"), target=x.get("target"),
-        image=x.get("image"), within={k: str(v) for k, v in x["within"].items()},
-        above={k: str(v) for k, v in x["above"].items()}, high=x.get("high"), low=x.get("low"),
+        name=x["name"], kind=x["kind"], resource=x["resource"], acting_as=x["as"], target=x["target"],
+        image=x["image"], within={k: str(v) for k, v in x["within"].items()},
+        above={k: str(v) for k, v in x["above"].items()}, high=x["high"], low=x["low"],
         reasons=tuple(x["expect"].get("reasons", ())),
-        timeout_s=parse_duration(x["timeout"]) if "timeout" in x else None,
-        line=line("spec", "governance", "probes", i), reserve=dict(x.get("reserve") or {}),
+        timeout_s=parse_duration(x["timeout"]) if x["timeout"] is not None else None,
+        line=line("spec", "governance", "probes", i), reserve=dict(x["reserve"] or {}),
         services=_strings(x["services"]), egress=_strings(x["egress"]), claims=_strings(x["claims"]),
         secrets=_strings(x["secrets"]), pull_secrets=_strings(x["pull_secrets"]))
         for i, x in enumerate(map(probe_spec, gov["probes"])))
@@ -603,7 +605,7 @@ def load_earlier_version(old: Path, current: list[Path]) -> Matrix:
         return load_matrix(old)
     try:
         data, _ = read_yaml(old, MatrixError)
-        name = data["metadata"]["name"] if isinstance(data, dict) and isinstance(data.get("metadata"), dict) else None
+        name = _metadata_name(data)
     except MatrixError:
         name = None
     for candidate in currents:
@@ -611,10 +613,16 @@ def load_earlier_version(old: Path, current: list[Path]) -> Matrix:
             other, _ = read_yaml(candidate, MatrixError)
         except MatrixError:
             continue
-        if name is not None and isinstance(other, dict) and isinstance(other.get("metadata"), dict) \
-                and other["metadata"].get("name") == name:
+        if name is not None and _metadata_name(other) == name:
             return load_matrix(old, read_from=candidate.parent)
     return load_matrix(old)
+
+
+def _metadata_name(doc: object) -> object:
+    """``metadata.name`` of a parsed YAML document not yet checked against the schema, as written (None when the
+    document, its ``metadata`` or the name is missing: the schema check of :func:`load_matrix` then says so)."""
+    metadata = doc.get("metadata") if isinstance(doc, dict) else None
+    return metadata.get("name") if isinstance(metadata, dict) else None
 
 
 def _display(path: Path) -> str:

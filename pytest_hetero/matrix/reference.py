@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, TypedDict, cast
 
@@ -23,6 +24,30 @@ Node = TypedDict("Node", {
     "const": object, "oneOf": "list[Node]", "anyOf": "list[Node]",
 }, total=False)
 """A JSON Schema (draft 2020-12) node, with the keywords the reference reads (``$ref`` names ``#/$defs/NAME``)."""
+
+
+@dataclass(frozen=True)
+class Keywords:
+    """The keywords of one schema node the reference reads, read once (:func:`keywords`), an absent one as JSON
+    Schema means it: no ``$ref`` ``""``; no ``type`` None (any value); no ``items`` or ``additionalProperties``
+    (``values``) None; no ``properties``, ``required`` or ``examples`` empty; no ``description`` ``""``."""
+
+    ref: str
+    type: str | list[str] | None
+    items: Node | None
+    properties: dict[str, Node]
+    values: Node | bool | None
+    required: list[str]
+    description: str
+    examples: list[object]
+
+
+def keywords(node: Node) -> Keywords:
+    """:class:`Keywords` of ``node`` as written (its ``$ref`` not followed: see :func:`_deref`)."""
+    return Keywords(ref=node.get("$ref", ""), type=node.get("type"), items=node.get("items"),
+                    properties=node.get("properties", {}), values=node.get("additionalProperties"),
+                    required=node.get("required", []), description=node.get("description", ""),
+                    examples=node.get("examples", []))
 
 
 def schema() -> Node:
@@ -46,19 +71,20 @@ def _element(root: Node, node: Node) -> Node:
     """The node that holds fields: a list's items, a mapping's values (``additionalProperties``) when it has
     no named fields, else the node itself."""
     node = _deref(root, node)
-    if node.get("type") == "array" and isinstance(node.get("items"), dict):
-        return _deref(root, node["items"])
-    values = node.get("additionalProperties")
-    if "properties" not in node and isinstance(values, dict):
-        return _deref(root, values)
+    read = keywords(node)
+    if read.type == "array" and isinstance(read.items, dict):
+        return _deref(root, read.items)
+    if "properties" not in node and isinstance(read.values, dict):
+        return _deref(root, read.values)
     return node
 
 
 def type_words(root: Node, node: Node) -> str:
     """A field's type in words: ``string``, ``integer``, ``list of object``, ``map of string to quantity``,
     ``one of: gpu | npu | cpu``, ``duration (number or string)``…"""
-    name = node.get("$ref", "").rsplit("/", 1)[-1]
+    name = keywords(node).ref.rsplit("/", 1)[-1]
     node = _deref(root, node)
+    read = keywords(node)
     if name in ("duration", "quantity", "sha256", "name"):
         return {"duration": "duration (number of seconds, or a string such as 30s, 5m, 2d)",
                 "quantity": "quantity (number, or a string such as 500m, 16Gi)", "sha256": "sha256 (hex string)",
@@ -70,12 +96,11 @@ def type_words(root: Node, node: Node) -> str:
     for key in ("oneOf", "anyOf"):
         if key in node:
             return " or ".join(type_words(root, n) for n in node[key])
-    kind = node.get("type", "any")
+    kind = read.type if read.type is not None else "any"
     if kind == "array":
-        return f"list of {type_words(root, node.get('items', {}))}"
-    values = node.get("additionalProperties")
-    if kind == "object" and "properties" not in node and isinstance(values, dict):
-        return f"map of string to {type_words(root, values)}"
+        return f"list of {type_words(root, read.items if read.items is not None else {})}"
+    if kind == "object" and "properties" not in node and isinstance(read.values, dict):
+        return f"map of string to {type_words(root, read.values)}"
     return str(kind)
 
 
@@ -91,7 +116,7 @@ def field(path: str) -> tuple[Node, Node, list[str]]:
     parts = _parts(path)
     for n, part in enumerate(parts):
         holder = _element(root, node)
-        fields = holder.get("properties", {})
+        fields = keywords(holder).properties
         if part not in fields:
             where = ".".join(parts[:n]) or "the document"
             close = difflib.get_close_matches(part, list(fields), n=3)
@@ -115,22 +140,23 @@ def explain(path: str = "") -> str:
     out = [f"FIELD:    {'.'.join(parts) or '(the matrix document)'}", f"TYPE:     {type_words(root, node)}"]
     if parts:
         parent = _element(root, field(".".join(parts[:-1]))[1]) if len(parts) > 1 else root
-        out.append(f"REQUIRED: {'yes' if parts[-1] in parent.get('required', []) else 'no'}")
+        out.append(f"REQUIRED: {'yes' if parts[-1] in keywords(parent).required else 'no'}")
     if "default" in full:
         out.append(f"DEFAULT:  {_value(full['default'])}")
     if "pattern" in full:
         out.append(f"PATTERN:  {full['pattern']}")
-    out += ["", "DESCRIPTION:", f"    {full.get('description') or '(no description in the schema)'}"]
-    if full.get("examples"):
-        out += ["", "EXAMPLES:"] + [f"    {_value(e)}" for e in full["examples"]]
-    holder = _element(root, node)
-    if holder.get("properties"):
-        required = set(holder.get("required", []))
+    read = keywords(full)
+    out += ["", "DESCRIPTION:", f"    {read.description or '(no description in the schema)'}"]
+    if read.examples:
+        out += ["", "EXAMPLES:"] + [f"    {_value(e)}" for e in read.examples]
+    holder = keywords(_element(root, node))
+    if holder.properties:
+        required = set(holder.required)
         out += ["", "FIELDS:"]
-        for name, child in holder["properties"].items():
+        for name, child in holder.properties.items():
             mark = "  -required-" if name in required else ""
             out.append(f"    {name}  <{type_words(root, child)}>{mark}")
-            meaning = _deref(root, child).get("description")
+            meaning = keywords(_deref(root, child)).description
             if meaning:
                 out.append(f"      {meaning}")
     return "\n".join(out) + "\n"
@@ -152,22 +178,23 @@ def markdown() -> str:
     seen: set[str] = set()
 
     def table(path: list[str], node: Node) -> None:
-        holder = _element(root, node)
-        props = holder.get("properties")
+        holder = keywords(_element(root, node))
+        props = holder.properties
         key = ".".join(path)
         if not props or key in seen:
             return
         seen.add(key)
-        meaning = _deref(root, node).get("description", "")
+        meaning = keywords(_deref(root, node)).description
         out.extend([f"## `{key or '(document)'}`", ""] + ([meaning, ""] if meaning and path else []))
         out.extend(["| field | type | required | default | meaning | example |", "|---|---|---|---|---|---|"])
-        required = set(holder.get("required", []))
+        required = set(holder.required)
         for name, child in props.items():
             full = _deref(root, child)
-            example = _value(full["examples"][0]) if full.get("examples") else ""
+            read = keywords(full)
+            example = _value(read.examples[0]) if read.examples else ""
             default = _value(full["default"]) if "default" in full else ""
             out.append(f"| `{name}` | {_cell(type_words(root, child))} | {'yes' if name in required else ''} | "
-                       f"{_cell(f'`{default}`' if default else '')} | {_cell(full.get('description', ''))} | "
+                       f"{_cell(f'`{default}`' if default else '')} | {_cell(read.description)} | "
                        f"{_cell(f'`{example}`' if example else '')} |")
         out.append("")
         for name, child in props.items():

@@ -127,7 +127,7 @@ def _rule_task_problems(err: Report, dataset: Dataset, rules: list[AcceptanceRul
             err(f"rule '{rule['name']}' of {dataset.acceptance} judges {rule['metric']}, a {task} metric, and "
                 f"dataset '{dataset.name}' is a {dataset.truth.task} task", dataset.line, f"{where}.truth.task",
                 f"use a {dataset.truth.task} metric, or correct truth.task")
-        elif rule.get("slice") and next(iter(rule["slice"])) not in dataset.truth.slices:
+        elif rule["slice"] and next(iter(rule["slice"])) not in dataset.truth.slices:
             column = next(iter(rule["slice"]))
             err(f"rule '{rule['name']}' of {dataset.acceptance} judges {rule['metric']} over the rows where "
                 f"{column} is {rule['slice'][column]!r}, and dataset '{dataset.name}' reads no column {column!r} "

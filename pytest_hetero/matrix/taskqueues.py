@@ -51,9 +51,8 @@ def build(spec: Spec, line: Callable[..., int]) -> tuple[TaskQueue, ...]:
     """The :class:`TaskQueue` of each ``spec.task_queues`` entry (schema-checked), in file order;
     ``line(*path)`` gives the line of a path of the document."""
     return tuple(TaskQueue(
-        task_type=t, queue=r.get("queue"), cluster_queue=r.get("cluster_queue"),
-        priority_class=r.get("priority_class"),
-        max_wait_s=parse_duration(r["max_wait"]) if "max_wait" in r else None,
+        task_type=t, queue=r["queue"], cluster_queue=r["cluster_queue"], priority_class=r["priority_class"],
+        max_wait_s=parse_duration(r["max_wait"]) if r["max_wait"] is not None else None,
         workers=int(r["workers"]), line=line("spec", "task_queues", t))
         for t, r in spec["task_queues"].items())
 

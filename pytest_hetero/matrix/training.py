@@ -92,20 +92,19 @@ def parse_training(raw: TrainingDoc | None, base: Path) -> Training:
     def size(value: Any) -> int:
         return int(quantity(value))
 
-    d = Training()
     return Training(
-        world_size=int(spec.get("world_size", d.world_size)),
-        sizes=tuple(size(s) for s in comm.get("sizes", d.sizes)),
-        iterations=int(comm.get("iterations", d.iterations)), warmup=int(comm.get("warmup", d.warmup)),
-        min_busbw_gbps=float(comm["min_busbw_gbps"]) if "min_busbw_gbps" in comm else None,
-        at_bytes=size(comm["at"]) if "at" in comm else None,
-        port=int(comm.get("port", d.port)),
-        rendezvous_timeout_s=parse_duration(comm.get("rendezvous_timeout", d.rendezvous_timeout_s)),
-        framework=str(comm.get("framework", d.framework)), backend=str(comm.get("backend", d.backend)),
-        volume=_volume(ckpt.get("volume"), base), steps=int(ckpt.get("steps", d.steps)),
-        kill_after=int(ckpt.get("kill_after", d.kill_after)),
-        checkpoint_bytes=size(ckpt.get("size", d.checkpoint_bytes)),
-        step_pause_s=parse_duration(ckpt.get("step_pause", d.step_pause_s)))
+        world_size=int(spec["world_size"]),
+        sizes=tuple(size(s) for s in comm["sizes"]),
+        iterations=int(comm["iterations"]), warmup=int(comm["warmup"]),
+        min_busbw_gbps=float(comm["min_busbw_gbps"]) if comm["min_busbw_gbps"] is not None else None,
+        at_bytes=size(comm["at"]) if comm["at"] is not None else None,
+        port=int(comm["port"]),
+        rendezvous_timeout_s=parse_duration(comm["rendezvous_timeout"]),
+        framework=str(comm["framework"]), backend=str(comm["backend"]),
+        volume=_volume(ckpt["volume"], base), steps=int(ckpt["steps"]),
+        kill_after=int(ckpt["kill_after"]),
+        checkpoint_bytes=size(ckpt["size"]),
+        step_pause_s=parse_duration(ckpt["step_pause"]))
 
 
 def _volume(value: str | None, base: Path) -> str | None:

@@ -19,7 +19,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pytest_hetero.matrix import gate_metrics as metrics
-from pytest_hetero.matrix.acceptance import SELF_REPORTED_NOTE, GateValues, NotEvaluable, _is_number
+from pytest_hetero.matrix.acceptance import SELF_REPORTED_NOTE, GateValues, ModelOutputs, NotEvaluable, _is_number
 from pytest_hetero.matrix.model import Dataset
 from pytest_hetero.matrix.truth_table import (
     Joined,
@@ -422,9 +422,9 @@ def _measured(gate: GateValues, record: MetricsRecord, wall_s: float | None, cou
 
 
 def _self_reported(outputs: dict[str, Any]) -> SelfReported:
-    """The numbers the model wrote about itself: ``outputs.metrics``' numeric entries, labelled."""
-    found = outputs.get("metrics")
-    values = {k: v for k, v in found.items() if _is_number(v)} if isinstance(found, dict) else {}
+    """The numbers the model wrote about itself: ``outputs.metrics``' numeric entries (read as the rules read them,
+    :class:`~pytest_hetero.matrix.acceptance.ModelOutputs`: none when absent or not an object), labelled."""
+    values = {k: v for k, v in ModelOutputs.parse(outputs).metrics.items() if _is_number(v)}
     return {"values": values, "note": SELF_REPORTED_NOTE} if values else {}
 
 
