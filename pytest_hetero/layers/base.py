@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from pytest_hetero.evidence.model import Artifact, ItemEvidence
 from pytest_hetero.matrix.expand import PlannedEntries, PlannedItem
@@ -67,6 +67,27 @@ class NotApplicable(LayerOutcome):
 _SAFE = re.compile(r"[^A-Za-z0-9._@-]+")
 
 
+class LayerState(TypedDict):
+    """What an item's check hands on within the item (:attr:`LayerContext.state`; every key is always there,
+    :func:`new_state` writes the defaults).
+
+    ``upcoming``: the model items of this item's group in run order, which an engine may launch ahead of their
+    items (set by the pytest glue for a model item, :func:`pytest_hetero.pytest_plugin.spread.upcoming`; empty:
+    none). ``launchable``: the model layer's narrowing of ``upcoming`` to the items whose inputs verify, asked by
+    the engine once per group (:func:`pytest_hetero.layers.execution.launchable`; None: not narrowed). ``smoke``:
+    the model item a node-coverage startup item repeats on each node (:func:`pytest_hetero.layers.nodes.smoke_combo`;
+    None: none). Engines read ``upcoming`` and ``launchable`` (:func:`pytest_hetero.backends.spread.ahead`)."""
+
+    upcoming: list[PlannedItem]
+    launchable: Callable[[], list[PlannedItem]] | None
+    smoke: PlannedItem | None
+
+
+def new_state() -> LayerState:
+    """A :class:`LayerState` with nothing handed on yet."""
+    return {"upcoming": [], "launchable": None, "smoke": None}
+
+
 @dataclass
 class LayerContext(PlannedEntries):
     """Everything a check needs: the item, its matrix entries, the backend, settings, and evidence.
@@ -86,7 +107,7 @@ class LayerContext(PlannedEntries):
     handoff: dict[str, bytes] = field(default_factory=dict)
     """Outputs passed from a model item to its business item in this process (sensitive datasets
     keep them out of the bundle), keyed by the model item's id."""
-    state: dict[str, Any] = field(default_factory=dict)
+    state: LayerState = field(default_factory=new_state)
     scope: tuple[str, ...] = ()
     """Leading artifact folders: the matrix's nodeid prefix when a session runs several matrices,
     whose resource/image/model names may repeat (their artifacts would overwrite each other)."""

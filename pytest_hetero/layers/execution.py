@@ -47,7 +47,7 @@ def check(ctx: LayerContext) -> None:
     service instead: :func:`pytest_hetero.layers.serving.execute` writes the same outputs file.
     """
     verify_inputs(ctx)  # this combination's own files: a wrong one fails here, not the image's startup
-    if ctx.state.get("upcoming"):  # per-run: only runs whose own inputs verify may be launched ahead of their item
+    if ctx.state["upcoming"]:  # per-run: only runs whose own inputs verify may be launched ahead of their item
         # asked by the engine when it launches the group (its first model item), not by every item: each call reads
         # the whole group (N items: N² reads over the group)
         ctx.state["launchable"] = functools.partial(launchable, ctx.matrix, ctx.planned, ctx.state["upcoming"])
