@@ -401,9 +401,10 @@ def node_differences(resource: Resource, facts: NodeFacts) -> list[NodeDifferenc
             add("label_contract_broken", f"labels[{key}]", resource.expect["product"], labels[key],
                 f"{key}={labels[key]} does not match {resource.expect['product']!r}")
     for key, value in (resource.expect.get("labels") or {}).items():
-        if labels.get(key) != value:
-            add("label_contract_broken", f"labels[{key}]", value, labels.get(key),
-                f"label {key}={labels.get(key)!r}, matrix expects {value!r}")
+        found = labels.get(key)  # None: the node lacks the label
+        if found != value:
+            add("label_contract_broken", f"labels[{key}]", value, found,
+                f"label {key}={found!r}, matrix expects {value!r}")
     return out
 
 
@@ -417,11 +418,12 @@ def _node_cpu(resource: Resource, facts: NodeFacts, add: Any) -> None:
                                (exp.get("min_memory_total_mib"), "memory", 2.0**20)):
         if wanted is None:  # the matrix does not ask for it
             continue
-        have = quantity_or_none(facts["allocatable"].get(name))
+        raw = facts["allocatable"].get(name)  # the requested resource names only: cpu/memory may be absent
+        have = quantity_or_none(raw)
         if have is None or have < float(wanted) * unit:
             shown = f"{wanted}{' MiB' if unit > 1 else ''}"
-            add("expectation_mismatch", f"allocatable[{name}]", f">= {shown}", facts["allocatable"].get(name),
-                f"allocatable {name} {facts['allocatable'].get(name) or 'absent'}, matrix expects at least {shown}")
+            add("expectation_mismatch", f"allocatable[{name}]", f">= {shown}", raw,
+                f"allocatable {name} {raw or 'absent'}, matrix expects at least {shown}")
 
 
 PROBLEM_CONDITIONS_KEY = "node_problem_conditions"
