@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, TypeVar
 
 from pytest_hetero.evidence.model import Artifact, ItemEvidence
 from pytest_hetero.matrix.expand import PlannedEntries, PlannedItem
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pluggy import HookRelay
 
     from pytest_hetero.backends.protocol import Backend
+    from pytest_hetero.evidence.records import Kind
     from pytest_hetero.settings import Settings
 
 
@@ -65,6 +66,7 @@ class NotApplicable(LayerOutcome):
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._@-]+")
+D = TypeVar("D", bound=Mapping[str, object])
 
 
 class LayerState(TypedDict):
@@ -131,6 +133,12 @@ class LayerContext(PlannedEntries):
     def record(self, kind: str, **data: Any) -> None:
         """Add a timestamped typed record to the item's evidence."""
         self.evidence.record(kind, **data)
+
+    def write(self, kind: Kind[D], data: D) -> None:
+        """Add a timestamped record of ``kind`` to the item's evidence, its ``data`` of the kind's shape
+        (:mod:`pytest_hetero.evidence.records`: mypy checks the writer); the same record as :meth:`record` with
+        ``data``'s keys as keywords, in their order."""
+        self.evidence.record(kind.name, **data)
 
     def artifact(self, name: str, content: str | bytes, media_type: str = "text/plain") -> Artifact:
         """Write ``content`` (secrets redacted) as artifact ``name``; return its Artifact (path relative to
