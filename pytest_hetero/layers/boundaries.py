@@ -23,8 +23,9 @@ claim the probe names that the target does not have is error ``configuration`` n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_hetero.evidence.records import NOT_PROVEN, REFUSED, NotProvenData, RefusedData
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.model import GovernanceProbe
 
@@ -43,7 +44,7 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: Attem
     """Judge one attempt of a network or data probe (module docstring); ``accepted``: reason codes that
     count as the refusal. Raises LayerFailed; records ``governance.refused`` or ``scope.not_proven``."""
     if attempt["outcome"] == "not-attempted":
-        ctx.record("scope.not_proven", layer="scheduling", part=attempt["action"], reason=attempt["message"])
+        ctx.write(NOT_PROVEN, NotProvenData(layer="scheduling", part=attempt["action"], reason=attempt["message"]))
         return
     facts = attempt["facts"]
     policies = _policies(attempt)
@@ -56,13 +57,14 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: Attem
         raise LayerFailed(f"{tenant}: {attempt['action']} was {attempt['outcome']}, but not for an expected reason "
                           f"({', '.join(accepted)}): reasons {codes or 'none'}; the cluster said: "
                           f"{attempt['message'] or 'nothing'}", "refusal_unexpected")
-    extra: dict[str, Any] = {}
+    refused = RefusedData(role=attempt["role"], codes=codes, message=attempt["message"])
     if attempt["role"] in NETWORK_ROLES:
-        extra = {"address": facts.get("address"), "policies": policies, "by": (
-            "NetworkPolicy " + ", ".join(policies) if policies else
-            "no NetworkPolicy of either namespace isolates it: refused by something the gate cannot read "
-            "(an AdminNetworkPolicy, the network plugin's own policy, a firewall)")}
-    ctx.record("governance.refused", role=attempt["role"], codes=codes, message=attempt["message"], **extra)
+        refused["address"] = facts.get("address")  # absent: an attempt that never reached the network
+        refused["policies"] = policies
+        refused["by"] = ("NetworkPolicy " + ", ".join(policies) if policies else
+                         "no NetworkPolicy of either namespace isolates it: refused by something the gate cannot "
+                         "read (an AdminNetworkPolicy, the network plugin's own policy, a firewall)")
+    ctx.write(REFUSED, refused)
 
 
 def _policies(attempt: AttemptDict) -> list[str]:
