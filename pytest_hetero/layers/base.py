@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, TypeVar
 
 from pytest_hetero.evidence.model import Artifact, ItemEvidence
+from pytest_hetero.evidence.records import OUTPUTS as OUTPUTS_RECORD
+from pytest_hetero.evidence.records import OutputsData
 from pytest_hetero.matrix.expand import PlannedEntries, PlannedItem
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.redact import Redactor
@@ -179,11 +181,11 @@ def keep_outputs(ctx: LayerContext, raw: bytes, run: int = 0, wall_s: float | No
         ctx.handoff[key + WALL] = repr(float(wall_s)).encode()
     if ctx.dataset.sensitive:
         ctx.handoff[key] = raw
-        ctx.record("model.outputs", artifact=None, sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw),
-                   withheld="sensitive dataset: outputs content kept out of the evidence")
+        ctx.write(OUTPUTS_RECORD, OutputsData(artifact=None, sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw),
+                                              withheld="sensitive dataset: outputs content kept out of the evidence"))
         return
     art = ctx.artifact(OUTPUTS.replace(".json", f"-r{run}.json") if run else OUTPUTS, raw, "application/json")
-    ctx.record("model.outputs", artifact=art.path, sha256=art.sha256, bytes=art.size, run=run or None)
+    ctx.write(OUTPUTS_RECORD, OutputsData(artifact=art.path, sha256=art.sha256, bytes=art.size, run=run or None))
 
 
 def outputs_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> bytes:

@@ -18,9 +18,19 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.backends.spread import wanted as spread_wanted
 from pytest_hetero.errors import HeteroError
-from pytest_hetero.evidence.inputs import USED, code_digest
+from pytest_hetero.evidence.inputs import code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
-from pytest_hetero.evidence.untested import CONTENTION_PART, ISOLATION_PART, MODELS_ISOLATION_PART, NOT_PROVEN
+from pytest_hetero.evidence.records import (
+    INPUT_USED,
+    NOT_PROVEN,
+    OUTPUTS_UNUSABLE,
+    REPEAT,
+    NotProvenData,
+    OutputsUnusableData,
+    RepeatData,
+    UsedData,
+)
+from pytest_hetero.evidence.untested import CONTENTION_PART, ISOLATION_PART, MODELS_ISOLATION_PART
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.layers.usage import keep_run_time
@@ -53,9 +63,9 @@ def check(ctx: LayerContext) -> None:
         ctx.state["launchable"] = functools.partial(launchable, ctx.matrix, ctx.planned, ctx.state["upcoming"])
     if ctx.model.code is not None:  # digested as used: the bundle's copy, taken at the finish, is checked against it
         try:
-            ctx.record(USED, input="code", path=str(ctx.model.code), sha256=code_digest(ctx.model.code))
+            ctx.write(INPUT_USED, UsedData(input="code", path=str(ctx.model.code), sha256=code_digest(ctx.model.code)))
         except OSError as exc:
-            ctx.record(USED, input="code", path=str(ctx.model.code), sha256=None, error=exc.strerror)
+            ctx.write(INPUT_USED, UsedData(input="code", path=str(ctx.model.code), sha256=None, error=exc.strerror))
     model = ctx.model
     if model.serving is not None:
         from pytest_hetero.layers.serving import execute
@@ -65,7 +75,7 @@ def check(ctx: LayerContext) -> None:
     repeat = repeats(ctx)
     for run in range(1, repeat + 1):
         if repeat > 1:
-            ctx.record("model.repeat", run=run, of=repeat)
+            ctx.write(REPEAT, RepeatData(run=run, of=repeat))
         _run_once(ctx, run if repeat > 1 else 0)
 
 
@@ -112,17 +122,19 @@ def _not_proven_isolation(ctx: LayerContext, isolation: dict[str, Any]) -> None:
     """The ``scope.not_proven`` records an engine's ``isolation`` facts call for: the run unconfined, its workload
     shared with other runs, or resources it shared with runs at once (``contention``)."""
     if not isolation.get("confined", True):
-        ctx.record(NOT_PROVEN, layer="model", part=ISOLATION_PART,
-                   reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it "
-                          "could have read the signing key and altered this run's evidence")
+        ctx.write(NOT_PROVEN, NotProvenData(
+            layer="model", part=ISOLATION_PART,
+            reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it could have "
+                   "read the signing key and altered this run's evidence"))
     if isolation.get("contention"):
-        ctx.record(NOT_PROVEN, layer="model", part=CONTENTION_PART, reason=str(isolation["contention"]))
+        ctx.write(NOT_PROVEN, NotProvenData(layer="model", part=CONTENTION_PART, reason=str(isolation["contention"])))
     if isolation.get("shared_between_runs"):
         # per-run model runs go at once: the run that could reach this one may be running beside it
         who = "another run (earlier or at the same time)" if spread_wanted(ctx) else "an earlier run"
-        ctx.record(NOT_PROVEN, layer="model", part=MODELS_ISOLATION_PART,
-                   reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: {who} "
-                          "could have changed this run's result")
+        ctx.write(NOT_PROVEN, NotProvenData(
+            layer="model", part=MODELS_ISOLATION_PART,
+            reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: {who} could have "
+                   "changed this run's result"))
 
 
 def run_once(ctx: LayerContext) -> None:
@@ -312,11 +324,12 @@ def keep_bad_outputs(ctx: LayerContext, raw: bytes, run: int) -> str:
     `` (kept as <path>)`` for the failure message, or an empty string."""
     digest = sha256_text(raw)
     if ctx.dataset.sensitive:
-        ctx.record("model.outputs_unusable", artifact=None, bytes=len(raw), sha256=digest,
-                   withheld="sensitive dataset: outputs content kept out of the evidence")
+        ctx.write(OUTPUTS_UNUSABLE, OutputsUnusableData(
+            artifact=None, bytes=len(raw), sha256=digest,
+            withheld="sensitive dataset: outputs content kept out of the evidence"))
         return ""
     kept = ctx.redactor.bytes(raw)[:BAD_OUTPUTS_LIMIT]  # secrets out before the cut (a cut token keeps its prefix)
     art = ctx.artifact(f"outputs-unusable{f'-r{run}' if run else ''}.txt", kept)
-    ctx.record("model.outputs_unusable", artifact=art.path, bytes=len(raw), sha256=digest, kept_bytes=len(kept),
-               truncated=len(raw) > len(kept))
+    ctx.write(OUTPUTS_UNUSABLE, OutputsUnusableData(artifact=art.path, bytes=len(raw), sha256=digest,
+                                                    kept_bytes=len(kept), truncated=len(raw) > len(kept)))
     return f" (kept as {art.path})"
