@@ -172,8 +172,8 @@ def smoke_combo(ctx: LayerContext) -> PlannedItem | None:
 
     keys = ctx.planned.keys
     for item in expand(ctx.matrix, scheduling_per_image=ctx.backend.scheduling_per_image).items:
-        if (item.layer == "model" and item.keys.get("resource") == keys["resource"]
-                and item.keys.get("image") == keys["image"]
+        if (item.layer == "model" and item.keys["resource"] == keys["resource"]  # a model item's keys: resource,
+                and item.keys["image"] == keys["image"]  # image, model, dataset (matrix.expand writes every one)
                 and ctx.matrix.model(item.keys["model"]).serving is None):
             return item
     return None
