@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,22 +119,44 @@ def launchable(matrix: Matrix, own: PlannedItem, upcoming: list[PlannedItem]) ->
     return upcoming if len(kept) == len(upcoming) else kept
 
 
-def _not_proven_isolation(ctx: LayerContext, isolation: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class Isolation:
+    """An engine's ``details["isolation"]`` as the model layer judges it (:meth:`of`): whether the run was
+    ``confined`` (a sandbox or a container of its own; True when the engine does not say), why not or why its
+    workload is shared (``reason``; None: not said), what it shared with runs at once (``contention``; None:
+    nothing) and whether its workload is ``shared_between_runs``. Each engine writes its own keys beside these
+    (``mechanism``, ``reset_before``…), which this layer does not read."""
+
+    confined: bool
+    reason: str | None
+    contention: str | None
+    shared_between_runs: bool
+
+    @classmethod
+    def of(cls, facts: dict[str, object]) -> Isolation:
+        """The facts an engine wrote (JSON-like; any of these keys may be absent), read once."""
+        reason, contention = facts.get("reason"), facts.get("contention")
+        return cls(confined=bool(facts.get("confined", True)), reason=str(reason) if reason else None,
+                   contention=str(contention) if contention else None,
+                   shared_between_runs=bool(facts.get("shared_between_runs")))
+
+
+def _not_proven_isolation(ctx: LayerContext, isolation: Isolation) -> None:
     """The ``scope.not_proven`` records an engine's ``isolation`` facts call for: the run unconfined, its workload
     shared with other runs, or resources it shared with runs at once (``contention``)."""
-    if not isolation.get("confined", True):
+    if not isolation.confined:
         ctx.write(NOT_PROVEN, NotProvenData(
             layer="model", part=ISOLATION_PART,
-            reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it could have "
-                   "read the signing key and altered this run's evidence"))
-    if isolation.get("contention"):
-        ctx.write(NOT_PROVEN, NotProvenData(layer="model", part=CONTENTION_PART, reason=str(isolation["contention"])))
-    if isolation.get("shared_between_runs"):
+            reason=f"the code under test ran unconfined ({isolation.reason or 'no sandbox'}): it could have read "
+                   "the signing key and altered this run's evidence"))
+    if isolation.contention:
+        ctx.write(NOT_PROVEN, NotProvenData(layer="model", part=CONTENTION_PART, reason=isolation.contention))
+    if isolation.shared_between_runs:
         # per-run model runs go at once: the run that could reach this one may be running beside it
         who = "another run (earlier or at the same time)" if spread_wanted(ctx) else "an earlier run"
         ctx.write(NOT_PROVEN, NotProvenData(
             layer="model", part=MODELS_ISOLATION_PART,
-            reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: {who} could have "
+            reason=f"{isolation.reason or 'the workload is shared between model runs'}: {who} could have "
                    "changed this run's result"))
 
 
@@ -193,7 +216,7 @@ def _run_once(ctx: LayerContext, run: int) -> None:
                                         what=started_here["what"]))
     isolation = result.details.get("isolation")
     if isinstance(isolation, dict):
-        _not_proven_isolation(ctx, isolation)
+        _not_proven_isolation(ctx, Isolation.of(isolation))
     # secrets out before any cut: a token cut at a head/tail boundary would keep its prefix
     result.stdout, result.stderr = ctx.redactor.text(result.stdout), ctx.redactor.text(result.stderr)
     if sensitive:  # logs may echo samples: keep sizes and digests only
