@@ -22,10 +22,12 @@ from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.inputs import code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
 from pytest_hetero.evidence.records import (
+    IDENTITY,
     INPUT_USED,
     NOT_PROVEN,
     OUTPUTS_UNUSABLE,
     REPEAT,
+    IdentityData,
     NotProvenData,
     OutputsUnusableData,
     RepeatData,
@@ -183,8 +185,9 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     """One entrypoint run; ``run`` ≥ 1 numbers a repeated sample (its outputs kept as outputs-rN.json)."""
     model, dataset = ctx.model, ctx.dataset
     sensitive = dataset.sensitive
-    ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
-               dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
+    ctx.write(IDENTITY, IdentityData(model=model.name, version=model.version, sha256=model.sha256,
+                                     dataset=dataset.name, dataset_version=dataset.version,
+                                     dataset_sha256=dataset.sha256))
     try:  # the file the model reads: the dataset without its inline truth column (made by the gate, here)
         made = dataset_view(dataset)
     except ViewError as exc:
