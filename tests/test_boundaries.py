@@ -7,6 +7,7 @@ against the real node in tests/kubernetes/test_realnode_boundaries.py."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from pytest_hetero.backends.kubernetes.boundaries import (
 from pytest_hetero.backends.kubernetes.manifests import LabelSelectorJSON, NetworkPolicySpec
 from pytest_hetero.backends.protocol import AttemptDict, PolicyFacts
 from pytest_hetero.errors import MatrixInvalid
+from pytest_hetero.evidence.records import Kind
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
 from pytest_hetero.layers.boundaries import judge, proven
 from pytest_hetero.matrix import load_matrix
@@ -141,13 +143,17 @@ def test_a_policy_that_admits_every_peer_isolates_nothing() -> None:
 
 
 class _Recorder:
-    """The one part of a LayerContext the boundary verdicts use: ``record``."""
+    """The one part of a LayerContext the boundary verdicts use: ``record`` and ``write`` (a record through its
+    Kind)."""
 
     def __init__(self) -> None:
         self.records: list[tuple[str, dict[str, Any]]] = []
 
     def record(self, kind: str, **data: Any) -> None:
         self.records.append((kind, data))
+
+    def write(self, kind: Kind[Any], data: Mapping[str, object]) -> None:
+        self.record(kind.name, **data)
 
 
 PROBE = GovernanceProbe(name="a-not-to-b", kind="network-isolation", resource="cpu-host", acting_as="a",

@@ -498,3 +498,117 @@ POD_STARTED = Kind[PodStartData]("startup.pod")
 DIGEST_CHECK = Kind[DigestCheckData]("artifact.digest")
 SAMPLED_RULES = Kind[SampledRulesData]("business.rules")
 MEASURED_COMMUNICATION = Kind[MeasuredCommunicationData]("training.communication")
+
+# --- typelay2 ---
+# The data of the record kinds the layers write (pytest_hetero/layers/), each written through its Kind
+# (LayerContext.write), so mypy checks every writer against the shape; the readers read them through data_of.
+
+
+class HostProbeData(TypedDict):
+    """``discovery.host_probe`` (:mod:`pytest_hetero.layers.discovery`, its only writer): the engine's host was not
+    probed (``skipped`` always True) and why (:attr:`pytest_hetero.backends.protocol.Inventory.host_not_probed`)."""
+
+    skipped: bool
+    reason: str
+
+
+class SharedPoolData(TypedDict):
+    """``discovery.shared_pool`` (:mod:`pytest_hetero.layers.discovery`, its only writer): the resources of one type
+    that resolve to the same host or nodes (this one first), and ``where`` in words (``host …`` / ``nodes …``)."""
+
+    resources: list[str]
+    where: str
+
+
+class EngineGap(TypedDict):
+    """Why a container engine cannot satisfy a resource: the failure ``category`` and its ``message``."""
+
+    category: str
+    message: str
+
+
+class EngineCanSatisfyData(TypedDict):
+    """``discovery.engine_can_satisfy`` (:mod:`pytest_hetero.layers.discovery`, its only writer): the resource, whether
+    the engine can satisfy it (``ok``: no gaps) and each gap (:func:`pytest_hetero.layers.discovery.engine_gaps`)."""
+
+    resource: str
+    ok: bool
+    gaps: list[EngineGap]
+
+
+class RepeatData(TypedDict):
+    """``model.repeat`` (:mod:`pytest_hetero.layers.execution`, its only writer): the repeated sample ``run`` (from 1)
+    of ``of``."""
+
+    run: int
+    of: int
+
+
+class OutputsData(TypedDict):
+    """``model.outputs`` (:func:`pytest_hetero.layers.base.keep_outputs`, its only writer): the outputs artifact's
+    path in the bundle (None: withheld, a sensitive dataset's, then ``withheld`` says so), their sha256 and size
+    (bytes); ``run`` numbers a repeated sample (None for a single run; absent when withheld)."""
+
+    artifact: str | None
+    sha256: str
+    bytes: int
+    withheld: NotRequired[str]
+    run: NotRequired[int | None]
+
+
+class OutputsUnusableData(TypedDict):
+    """``model.outputs_unusable`` (:mod:`pytest_hetero.layers.execution`, its only writer): outputs that could not be
+    read as the run's outputs, kept as an artifact (None: withheld, a sensitive dataset's, then ``withheld`` says
+    so), their size (bytes) and sha256; when kept, how many bytes were kept and whether they were cut."""
+
+    artifact: str | None
+    bytes: int
+    sha256: str
+    withheld: NotRequired[str]
+    kept_bytes: NotRequired[int]
+    truncated: NotRequired[bool]
+
+
+class RefusedData(TypedDict):
+    """``governance.refused`` (:mod:`pytest_hetero.layers.governance`, :mod:`pytest_hetero.layers.boundaries`): the
+    attempt's role, its reasons' codes and the cluster's message; a network attempt's ``address``, the
+    NetworkPolicies that isolate it (``policies``) and what refused it (``by``, in words)."""
+
+    role: str
+    codes: list[str]
+    message: str
+    address: NotRequired[str | None]
+    policies: NotRequired[list[str]]
+    by: NotRequired[str]
+
+
+class DevicesData(TypedDict):
+    """``governance.devices`` (:mod:`pytest_hetero.layers.governance`, its only writer): what the device-isolation pod
+    (no accelerator request) saw on its ``node``: the device nodes, the visible-devices variables (name → value;
+    each None where the engine did not say) and the ``breaches`` judged from them."""
+
+    node: str | None
+    device_nodes: list[str] | None
+    visible_env: dict[str, str] | None
+    breaches: list[str]
+
+
+class AttributionData(TypedDict):
+    """``governance.attribution`` (:mod:`pytest_hetero.layers.governance`, its only writer): the rise each account
+    must show (account → counter → quantity as text), the counters that rose otherwise (``wrong``) and those not
+    back to their value after cleanup (``not_released``), each in words."""
+
+    expected: dict[str, dict[str, str]]
+    wrong: list[str]
+    not_released: list[str]
+
+
+HOST_PROBE = Kind[HostProbeData]("discovery.host_probe")
+SHARED_POOL = Kind[SharedPoolData]("discovery.shared_pool")
+ENGINE_CAN_SATISFY = Kind[EngineCanSatisfyData]("discovery.engine_can_satisfy")
+REPEAT = Kind[RepeatData]("model.repeat")
+OUTPUTS = Kind[OutputsData]("model.outputs")
+OUTPUTS_UNUSABLE = Kind[OutputsUnusableData]("model.outputs_unusable")
+REFUSED = Kind[RefusedData]("governance.refused")
+DEVICES = Kind[DevicesData]("governance.devices")
+ATTRIBUTION = Kind[AttributionData]("governance.attribution")

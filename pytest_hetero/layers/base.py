@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, TypeVar
 
 from pytest_hetero.evidence.model import Artifact, ItemEvidence
+from pytest_hetero.evidence.records import OUTPUTS as OUTPUTS_RECORD
+from pytest_hetero.evidence.records import OutputsData
 from pytest_hetero.matrix.expand import PlannedEntries, PlannedItem
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.redact import Redactor
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from pluggy import HookRelay
 
     from pytest_hetero.backends.protocol import Backend
+    from pytest_hetero.evidence.records import Kind
     from pytest_hetero.settings import Settings
 
 
@@ -65,6 +68,28 @@ class NotApplicable(LayerOutcome):
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._@-]+")
+D = TypeVar("D", bound=Mapping[str, object])
+
+
+class LayerState(TypedDict):
+    """What an item's check hands on within the item (:attr:`LayerContext.state`; every key is always there,
+    :func:`new_state` writes the defaults).
+
+    ``upcoming``: the model items of this item's group in run order, which an engine may launch ahead of their
+    items (set by the pytest glue for a model item, :func:`pytest_hetero.pytest_plugin.spread.upcoming`; empty:
+    none). ``launchable``: the model layer's narrowing of ``upcoming`` to the items whose inputs verify, asked by
+    the engine once per group (:func:`pytest_hetero.layers.execution.launchable`; None: not narrowed). ``smoke``:
+    the model item a node-coverage startup item repeats on each node (:func:`pytest_hetero.layers.nodes.smoke_combo`;
+    None: none). Engines read ``upcoming`` and ``launchable`` (:func:`pytest_hetero.backends.spread.ahead`)."""
+
+    upcoming: list[PlannedItem]
+    launchable: Callable[[], list[PlannedItem]] | None
+    smoke: PlannedItem | None
+
+
+def new_state() -> LayerState:
+    """A :class:`LayerState` with nothing handed on yet."""
+    return {"upcoming": [], "launchable": None, "smoke": None}
 
 
 @dataclass
@@ -86,7 +111,7 @@ class LayerContext(PlannedEntries):
     handoff: dict[str, bytes] = field(default_factory=dict)
     """Outputs passed from a model item to its business item in this process (sensitive datasets
     keep them out of the bundle), keyed by the model item's id."""
-    state: dict[str, Any] = field(default_factory=dict)
+    state: LayerState = field(default_factory=new_state)
     scope: tuple[str, ...] = ()
     """Leading artifact folders: the matrix's nodeid prefix when a session runs several matrices,
     whose resource/image/model names may repeat (their artifacts would overwrite each other)."""
@@ -110,6 +135,12 @@ class LayerContext(PlannedEntries):
     def record(self, kind: str, **data: Any) -> None:
         """Add a timestamped typed record to the item's evidence."""
         self.evidence.record(kind, **data)
+
+    def write(self, kind: Kind[D], data: D) -> None:
+        """Add a timestamped record of ``kind`` to the item's evidence, its ``data`` of the kind's shape
+        (:mod:`pytest_hetero.evidence.records`: mypy checks the writer); the same record as :meth:`record` with
+        ``data``'s keys as keywords, in their order."""
+        self.evidence.record(kind.name, **data)
 
     def artifact(self, name: str, content: str | bytes, media_type: str = "text/plain") -> Artifact:
         """Write ``content`` (secrets redacted) as artifact ``name``; return its Artifact (path relative to
@@ -150,11 +181,11 @@ def keep_outputs(ctx: LayerContext, raw: bytes, run: int = 0, wall_s: float | No
         ctx.handoff[key + WALL] = repr(float(wall_s)).encode()
     if ctx.dataset.sensitive:
         ctx.handoff[key] = raw
-        ctx.record("model.outputs", artifact=None, sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw),
-                   withheld="sensitive dataset: outputs content kept out of the evidence")
+        ctx.write(OUTPUTS_RECORD, OutputsData(artifact=None, sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw),
+                                              withheld="sensitive dataset: outputs content kept out of the evidence"))
         return
     art = ctx.artifact(OUTPUTS.replace(".json", f"-r{run}.json") if run else OUTPUTS, raw, "application/json")
-    ctx.record("model.outputs", artifact=art.path, sha256=art.sha256, bytes=art.size, run=run or None)
+    ctx.write(OUTPUTS_RECORD, OutputsData(artifact=art.path, sha256=art.sha256, bytes=art.size, run=run or None))
 
 
 def outputs_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> bytes:

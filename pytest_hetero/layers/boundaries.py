@@ -23,13 +23,14 @@ claim the probe names that the target does not have is error ``configuration`` n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_hetero.evidence.records import NOT_PROVEN, REFUSED, NotProvenData, RefusedData
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.model import GovernanceProbe
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.protocol import AttemptDict
+    from pytest_hetero.backends.protocol import AttemptDict, PolicyFacts
 
 NETWORK_ROLES = ("reach-target-service", "reach-target-pod", "reach-egress")
 DATA_ROLES = ("mount-target-claim", "bind-target-volume", "mount-target-claim-by-name", "read-target-secret",
@@ -43,38 +44,40 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: Attem
     """Judge one attempt of a network or data probe (module docstring); ``accepted``: reason codes that
     count as the refusal. Raises LayerFailed; records ``governance.refused`` or ``scope.not_proven``."""
     if attempt["outcome"] == "not-attempted":
-        ctx.record("scope.not_proven", layer="scheduling", part=attempt["action"], reason=attempt["message"])
+        ctx.write(NOT_PROVEN, NotProvenData(layer="scheduling", part=attempt["action"], reason=attempt["message"]))
         return
     facts = attempt["facts"]
-    policies = _policies(attempt)
+    found = facts.get("policies")  # None: an attempt that never reached the network (a Service that does not exist)
+    policies = _policies(attempt["role"], found)
     if attempt["outcome"] not in ("refused", "pending"):
         if attempt["role"] in NETWORK_ROLES:
-            _reached(tenant, attempt, policies)
+            _reached(tenant, attempt, policies, found)
         raise LayerFailed(could(probe, tenant, attempt), "governance_not_enforced")
     codes = [r["code"] for r in attempt["reasons"]]
     if not set(codes) & set(accepted):
         raise LayerFailed(f"{tenant}: {attempt['action']} was {attempt['outcome']}, but not for an expected reason "
                           f"({', '.join(accepted)}): reasons {codes or 'none'}; the cluster said: "
                           f"{attempt['message'] or 'nothing'}", "refusal_unexpected")
-    extra: dict[str, Any] = {}
+    refused = RefusedData(role=attempt["role"], codes=codes, message=attempt["message"])
     if attempt["role"] in NETWORK_ROLES:
-        extra = {"address": facts.get("address"), "policies": policies, "by": (
-            "NetworkPolicy " + ", ".join(policies) if policies else
-            "no NetworkPolicy of either namespace isolates it: refused by something the gate cannot read "
-            "(an AdminNetworkPolicy, the network plugin's own policy, a firewall)")}
-    ctx.record("governance.refused", role=attempt["role"], codes=codes, message=attempt["message"], **extra)
+        refused["address"] = facts.get("address")  # absent: an attempt that never reached the network
+        refused["policies"] = policies
+        refused["by"] = ("NetworkPolicy " + ", ".join(policies) if policies else
+                         "no NetworkPolicy of either namespace isolates it: refused by something the gate cannot "
+                         "read (an AdminNetworkPolicy, the network plugin's own policy, a firewall)")
+    ctx.write(REFUSED, refused)
 
 
-def _policies(attempt: AttemptDict) -> list[str]:
-    """The NetworkPolicies that isolate a network attempt's address: egress ones of the tenant's namespace,
-    and ingress ones of the target pod's namespace (not for ``reach-egress``)."""
-    found = attempt["facts"].get("policies")
-    if found is None:  # an attempt that never reached the network (a Service that does not exist)
+def _policies(role: str, found: PolicyFacts | None) -> list[str]:
+    """The NetworkPolicies that isolate a network attempt's address (``found``: the attempt's ``policies`` facts,
+    None when it never reached the network): egress ones of the tenant's namespace, and ingress ones of the target
+    pod's namespace (not for ``reach-egress``)."""
+    if found is None:
         return []
-    return [*found["egress"], *(found["ingress"] if attempt["role"] != "reach-egress" else [])]
+    return [*found["egress"], *(found["ingress"] if role != "reach-egress" else [])]
 
 
-def _reached(tenant: str, attempt: AttemptDict, policies: list[str]) -> None:
+def _reached(tenant: str, attempt: AttemptDict, policies: list[str], found: PolicyFacts | None) -> None:
     facts = attempt["facts"]
     got = (f"tenant {tenant}'s pod connected to {facts.get('address')} ({facts.get('target')}) on node "
            f"{facts.get('node')}")
@@ -82,7 +85,6 @@ def _reached(tenant: str, attempt: AttemptDict, policies: list[str]) -> None:
         raise LayerFailed(f"{got} although NetworkPolicy {', '.join(policies)} isolates it: the policy is declared "
                           "but not enforced there (the network plugin does not enforce NetworkPolicy, or its "
                           "policy agent is not running on that node)", "network_policy_not_enforced")
-    found = facts.get("policies")
     allowing = found["allowing"] if found else []
     if allowing:
         raise LayerFailed(f"{got}: no NetworkPolicy isolates it (NetworkPolicy {', '.join(allowing)} admits every "
@@ -97,12 +99,13 @@ def could(probe: GovernanceProbe, tenant: str, attempt: AttemptDict) -> str:
     """The sentence of what ``tenant`` could do with another tenant's data (a data attempt carried out)."""
     target = probe.target or "another tenant"
     facts = attempt["facts"]
+    claim = facts.get("claim")  # a data attempt's: absent from the others
     return {
-        "mount-target-claim": f"tenant {tenant} could mount tenant {target}'s claim {facts.get('claim')} "
+        "mount-target-claim": f"tenant {tenant} could mount tenant {target}'s claim {claim} "
                               f"({attempt['action']}: {attempt['outcome']})",
         "bind-target-volume": f"tenant {tenant} could bind the volume {facts.get('volume')} of tenant {target}'s "
-                              f"claim {facts.get('claim')} to a claim of its own ({attempt['action']})",
-        "mount-target-claim-by-name": f"tenant {tenant} could mount a claim named {facts.get('claim')} in its own "
+                              f"claim {claim} to a claim of its own ({attempt['action']})",
+        "mount-target-claim-by-name": f"tenant {tenant} could mount a claim named {claim} in its own "
                                       f"namespace ({attempt['action']}: {attempt['outcome']})",
         "read-target-secret": f"tenant {tenant} could read tenant {target}'s Secret ({attempt['action']}; keys "
                               f"{facts.get('returned')})",

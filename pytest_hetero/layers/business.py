@@ -31,7 +31,7 @@ from typing import Any, TypedDict
 
 from pytest_hetero.errors import CaseError
 from pytest_hetero.evidence.document import RuleResult
-from pytest_hetero.evidence.inputs import USED
+from pytest_hetero.evidence.records import INPUT_USED, UsedData
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of, wall_of
 from pytest_hetero.layers.usage import add_run_time, run_time_of
 from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, AcceptanceRule, evaluate, load_rules
@@ -167,7 +167,7 @@ def _rules(ctx: LayerContext, path: Path) -> list[AcceptanceRule]:
     if raw is None:
         raw = ctx.matrix.pinned.get(path)
     used = hashlib.sha256(raw).hexdigest() if raw is not None else _digest_now(path)
-    ctx.record(USED, input="acceptance", path=str(path), sha256=used)
+    ctx.write(INPUT_USED, UsedData(input="acceptance", path=str(path), sha256=used))
     return rules
 
 

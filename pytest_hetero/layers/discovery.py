@@ -39,6 +39,18 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.backends.protocol import EngineView, HostView, NodeFacts, NodePool
 from pytest_hetero.errors import Location, MatrixError
+from pytest_hetero.evidence.records import (
+    ENGINE_CAN_SATISFY,
+    HOST_PROBE,
+    NODE_SCOPE,
+    NOT_PROVEN,
+    SHARED_POOL,
+    EngineCanSatisfyData,
+    HostProbeData,
+    NodeScopeData,
+    NotProvenData,
+    SharedPoolData,
+)
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.document import TargetDoc
 from pytest_hetero.matrix.model import Matrix, Resource
@@ -70,7 +82,7 @@ def check(ctx: LayerContext) -> None:
     if seen.host is not None:
         problems += _judge_host(ctx, seen.host)
     elif seen.host_not_probed:
-        ctx.record("discovery.host_probe", skipped=True, reason=seen.host_not_probed)
+        ctx.write(HOST_PROBE, HostProbeData(skipped=True, reason=seen.host_not_probed))
     found: list[NodeDifference] = []
     if seen.pool is not None:
         pooled, found = _judge_pool(ctx, seen.pool)
@@ -316,10 +328,10 @@ def record_shared_pool(ctx: LayerContext, pool: NodePool | None) -> None:
         where = f"nodes {', '.join(nodes)}"
     if not shared:
         return
-    ctx.record("discovery.shared_pool", resources=[resource.name, *shared], where=where)
-    ctx.record("scope.not_proven", layer="discovery", part="separate pools",
-               reason=f"{', '.join([resource.name, *shared])} resolve to the same {where}: one pool, not "
-                      f"{len(shared) + 1}")
+    ctx.write(SHARED_POOL, SharedPoolData(resources=[resource.name, *shared], where=where))
+    ctx.write(NOT_PROVEN, NotProvenData(layer="discovery", part="separate pools",
+                                        reason=f"{', '.join([resource.name, *shared])} resolve to the same {where}: "
+                                               f"one pool, not {len(shared) + 1}"))
 
 
 def engine_gaps(resource: Resource, view: EngineView) -> list[tuple[str, str]]:
@@ -357,8 +369,8 @@ def _judge_engine(ctx: LayerContext, view: EngineView) -> list[tuple[str, str]]:
     """Record ``discovery.engine`` and ``discovery.engine_can_satisfy``; the engine's gaps."""
     ctx.record("discovery.engine", **view.facts)
     gaps = engine_gaps(ctx.resource, view)
-    ctx.record("discovery.engine_can_satisfy", resource=ctx.resource.name, ok=not gaps,
-               gaps=[{"category": c, "message": m} for c, m in gaps])
+    ctx.write(ENGINE_CAN_SATISFY, EngineCanSatisfyData(resource=ctx.resource.name, ok=not gaps,
+                                                       gaps=[{"category": c, "message": m} for c, m in gaps]))
     return gaps
 
 
@@ -401,9 +413,10 @@ def node_differences(resource: Resource, facts: NodeFacts) -> list[NodeDifferenc
             add("label_contract_broken", f"labels[{key}]", resource.expect["product"], labels[key],
                 f"{key}={labels[key]} does not match {resource.expect['product']!r}")
     for key, value in (resource.expect.get("labels") or {}).items():
-        if labels.get(key) != value:
-            add("label_contract_broken", f"labels[{key}]", value, labels.get(key),
-                f"label {key}={labels.get(key)!r}, matrix expects {value!r}")
+        found = labels.get(key)  # None: the node lacks the label
+        if found != value:
+            add("label_contract_broken", f"labels[{key}]", value, found,
+                f"label {key}={found!r}, matrix expects {value!r}")
     return out
 
 
@@ -417,11 +430,12 @@ def _node_cpu(resource: Resource, facts: NodeFacts, add: Any) -> None:
                                (exp.get("min_memory_total_mib"), "memory", 2.0**20)):
         if wanted is None:  # the matrix does not ask for it
             continue
-        have = quantity_or_none(facts["allocatable"].get(name))
+        raw = facts["allocatable"].get(name)  # the requested resource names only: cpu/memory may be absent
+        have = quantity_or_none(raw)
         if have is None or have < float(wanted) * unit:
             shown = f"{wanted}{' MiB' if unit > 1 else ''}"
-            add("expectation_mismatch", f"allocatable[{name}]", f">= {shown}", facts["allocatable"].get(name),
-                f"allocatable {name} {facts['allocatable'].get(name) or 'absent'}, matrix expects at least {shown}")
+            add("expectation_mismatch", f"allocatable[{name}]", f">= {shown}", raw,
+                f"allocatable {name} {raw or 'absent'}, matrix expects at least {shown}")
 
 
 PROBLEM_CONDITIONS_KEY = "node_problem_conditions"
@@ -502,7 +516,7 @@ def _node_scoped(ctx: LayerContext, pool: NodePool, found: list[NodeDifference])
     passed = [f["name"] for f in pool.nodes if f["name"] not in failed]
     if not passed:
         return
-    ctx.record("discovery.nodes", coverage=coverage.describe(), failed=failed, passed=passed)
+    ctx.write(NODE_SCOPE, NodeScopeData(coverage=coverage.describe(), failed=failed, passed=passed))
     raise LayerFailed(f"discovery failed on {len(failed)} of {len(pool.nodes)} node(s) of pool {ctx.resource.name} "
                       f"({', '.join(sorted(failed))}; coverage {coverage.describe()}: the higher layers go on on the "
                       f"other {len(passed)}, and no status of this run validates a failed node): "

@@ -12,15 +12,28 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.backends.spread import wanted as spread_wanted
 from pytest_hetero.errors import HeteroError
-from pytest_hetero.evidence.inputs import USED, code_digest
+from pytest_hetero.evidence.inputs import code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
-from pytest_hetero.evidence.untested import CONTENTION_PART, ISOLATION_PART, MODELS_ISOLATION_PART, NOT_PROVEN
+from pytest_hetero.evidence.records import (
+    IDENTITY,
+    INPUT_USED,
+    NOT_PROVEN,
+    OUTPUTS_UNUSABLE,
+    REPEAT,
+    IdentityData,
+    NotProvenData,
+    OutputsUnusableData,
+    RepeatData,
+    UsedData,
+)
+from pytest_hetero.evidence.untested import CONTENTION_PART, ISOLATION_PART, MODELS_ISOLATION_PART
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.layers.usage import keep_run_time
@@ -47,15 +60,15 @@ def check(ctx: LayerContext) -> None:
     service instead: :func:`pytest_hetero.layers.serving.execute` writes the same outputs file.
     """
     verify_inputs(ctx)  # this combination's own files: a wrong one fails here, not the image's startup
-    if ctx.state.get("upcoming"):  # per-run: only runs whose own inputs verify may be launched ahead of their item
+    if ctx.state["upcoming"]:  # per-run: only runs whose own inputs verify may be launched ahead of their item
         # asked by the engine when it launches the group (its first model item), not by every item: each call reads
         # the whole group (N items: N² reads over the group)
         ctx.state["launchable"] = functools.partial(launchable, ctx.matrix, ctx.planned, ctx.state["upcoming"])
     if ctx.model.code is not None:  # digested as used: the bundle's copy, taken at the finish, is checked against it
         try:
-            ctx.record(USED, input="code", path=str(ctx.model.code), sha256=code_digest(ctx.model.code))
+            ctx.write(INPUT_USED, UsedData(input="code", path=str(ctx.model.code), sha256=code_digest(ctx.model.code)))
         except OSError as exc:
-            ctx.record(USED, input="code", path=str(ctx.model.code), sha256=None, error=exc.strerror)
+            ctx.write(INPUT_USED, UsedData(input="code", path=str(ctx.model.code), sha256=None, error=exc.strerror))
     model = ctx.model
     if model.serving is not None:
         from pytest_hetero.layers.serving import execute
@@ -65,7 +78,7 @@ def check(ctx: LayerContext) -> None:
     repeat = repeats(ctx)
     for run in range(1, repeat + 1):
         if repeat > 1:
-            ctx.record("model.repeat", run=run, of=repeat)
+            ctx.write(REPEAT, RepeatData(run=run, of=repeat))
         _run_once(ctx, run if repeat > 1 else 0)
 
 
@@ -108,21 +121,45 @@ def launchable(matrix: Matrix, own: PlannedItem, upcoming: list[PlannedItem]) ->
     return upcoming if len(kept) == len(upcoming) else kept
 
 
-def _not_proven_isolation(ctx: LayerContext, isolation: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class Isolation:
+    """An engine's ``details["isolation"]`` as the model layer judges it (:meth:`of`): whether the run was
+    ``confined`` (a sandbox or a container of its own; True when the engine does not say), why not or why its
+    workload is shared (``reason``; None: not said), what it shared with runs at once (``contention``; None:
+    nothing) and whether its workload is ``shared_between_runs``. Each engine writes its own keys beside these
+    (``mechanism``, ``reset_before``…), which this layer does not read."""
+
+    confined: bool
+    reason: str | None
+    contention: str | None
+    shared_between_runs: bool
+
+    @classmethod
+    def of(cls, facts: dict[str, object]) -> Isolation:
+        """The facts an engine wrote (JSON-like; any of these keys may be absent), read once."""
+        reason, contention = facts.get("reason"), facts.get("contention")
+        return cls(confined=bool(facts.get("confined", True)), reason=str(reason) if reason else None,
+                   contention=str(contention) if contention else None,
+                   shared_between_runs=bool(facts.get("shared_between_runs")))
+
+
+def _not_proven_isolation(ctx: LayerContext, isolation: Isolation) -> None:
     """The ``scope.not_proven`` records an engine's ``isolation`` facts call for: the run unconfined, its workload
     shared with other runs, or resources it shared with runs at once (``contention``)."""
-    if not isolation.get("confined", True):
-        ctx.record(NOT_PROVEN, layer="model", part=ISOLATION_PART,
-                   reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it "
-                          "could have read the signing key and altered this run's evidence")
-    if isolation.get("contention"):
-        ctx.record(NOT_PROVEN, layer="model", part=CONTENTION_PART, reason=str(isolation["contention"]))
-    if isolation.get("shared_between_runs"):
+    if not isolation.confined:
+        ctx.write(NOT_PROVEN, NotProvenData(
+            layer="model", part=ISOLATION_PART,
+            reason=f"the code under test ran unconfined ({isolation.reason or 'no sandbox'}): it could have read "
+                   "the signing key and altered this run's evidence"))
+    if isolation.contention:
+        ctx.write(NOT_PROVEN, NotProvenData(layer="model", part=CONTENTION_PART, reason=isolation.contention))
+    if isolation.shared_between_runs:
         # per-run model runs go at once: the run that could reach this one may be running beside it
         who = "another run (earlier or at the same time)" if spread_wanted(ctx) else "an earlier run"
-        ctx.record(NOT_PROVEN, layer="model", part=MODELS_ISOLATION_PART,
-                   reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: {who} "
-                          "could have changed this run's result")
+        ctx.write(NOT_PROVEN, NotProvenData(
+            layer="model", part=MODELS_ISOLATION_PART,
+            reason=f"{isolation.reason or 'the workload is shared between model runs'}: {who} could have "
+                   "changed this run's result"))
 
 
 def run_once(ctx: LayerContext) -> None:
@@ -148,8 +185,9 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     """One entrypoint run; ``run`` ≥ 1 numbers a repeated sample (its outputs kept as outputs-rN.json)."""
     model, dataset = ctx.model, ctx.dataset
     sensitive = dataset.sensitive
-    ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
-               dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
+    ctx.write(IDENTITY, IdentityData(model=model.name, version=model.version, sha256=model.sha256,
+                                     dataset=dataset.name, dataset_version=dataset.version,
+                                     dataset_sha256=dataset.sha256))
     try:  # the file the model reads: the dataset without its inline truth column (made by the gate, here)
         made = dataset_view(dataset)
     except ViewError as exc:
@@ -181,7 +219,7 @@ def _run_once(ctx: LayerContext, run: int) -> None:
                                         what=started_here["what"]))
     isolation = result.details.get("isolation")
     if isinstance(isolation, dict):
-        _not_proven_isolation(ctx, isolation)
+        _not_proven_isolation(ctx, Isolation.of(isolation))
     # secrets out before any cut: a token cut at a head/tail boundary would keep its prefix
     result.stdout, result.stderr = ctx.redactor.text(result.stdout), ctx.redactor.text(result.stderr)
     if sensitive:  # logs may echo samples: keep sizes and digests only
@@ -312,11 +350,12 @@ def keep_bad_outputs(ctx: LayerContext, raw: bytes, run: int) -> str:
     `` (kept as <path>)`` for the failure message, or an empty string."""
     digest = sha256_text(raw)
     if ctx.dataset.sensitive:
-        ctx.record("model.outputs_unusable", artifact=None, bytes=len(raw), sha256=digest,
-                   withheld="sensitive dataset: outputs content kept out of the evidence")
+        ctx.write(OUTPUTS_UNUSABLE, OutputsUnusableData(
+            artifact=None, bytes=len(raw), sha256=digest,
+            withheld="sensitive dataset: outputs content kept out of the evidence"))
         return ""
     kept = ctx.redactor.bytes(raw)[:BAD_OUTPUTS_LIMIT]  # secrets out before the cut (a cut token keeps its prefix)
     art = ctx.artifact(f"outputs-unusable{f'-r{run}' if run else ''}.txt", kept)
-    ctx.record("model.outputs_unusable", artifact=art.path, bytes=len(raw), sha256=digest, kept_bytes=len(kept),
-               truncated=len(raw) > len(kept))
+    ctx.write(OUTPUTS_UNUSABLE, OutputsUnusableData(artifact=art.path, bytes=len(raw), sha256=digest,
+                                                    kept_bytes=len(kept), truncated=len(raw) > len(kept)))
     return f" (kept as {art.path})"

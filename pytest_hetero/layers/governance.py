@@ -41,6 +41,16 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from pytest_hetero.evidence.records import (
+    ATTRIBUTION,
+    DEVICES,
+    NOT_PROVEN,
+    REFUSED,
+    AttributionData,
+    DevicesData,
+    NotProvenData,
+    RefusedData,
+)
 from pytest_hetero.layers import boundaries, usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable
 from pytest_hetero.matrix.governance import DEFAULT_REASONS
@@ -144,7 +154,7 @@ def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: At
     """Pass silently when ``attempt`` was refused (or left pending) for an accepted reason; else raise.
     An attempt the engine did not make (``not-attempted``) is recorded as scope not proven."""
     if attempt["outcome"] == "not-attempted":
-        ctx.record("scope.not_proven", layer="scheduling", part=attempt["action"], reason=attempt["message"])
+        ctx.write(NOT_PROVEN, NotProvenData(layer="scheduling", part=attempt["action"], reason=attempt["message"]))
         return
     if attempt["outcome"] not in ("refused", "pending"):
         raise LayerFailed(_could(probe, tenant, attempt), "governance_not_enforced")
@@ -154,7 +164,7 @@ def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: At
         raise LayerFailed(f"{tenant}: {attempt['action']} was {attempt['outcome']}, but not for an expected reason "
                           f"({', '.join(accepted)}): reasons {codes or 'none'}; the cluster said: "
                           f"{attempt['message'] or 'nothing'}", "refusal_unexpected")
-    ctx.record("governance.refused", role=attempt["role"], codes=codes, message=attempt["message"])
+    ctx.write(REFUSED, RefusedData(role=attempt["role"], codes=codes, message=attempt["message"]))
 
 
 def preempted(ctx: LayerContext, tenant: str, attempt: AttemptDict) -> None:
@@ -199,10 +209,11 @@ def devices(ctx: LayerContext, tenant: str, attempt: AttemptDict) -> None:
                           f"({attempt['action']}: {attempt['outcome']}; {attempt['message'] or 'no reason given'})",
                           reasons[0]["code"] if reasons else "probe_not_run")
     seen = breaches(facts)
-    ctx.record("governance.devices", node=facts.get("node"), device_nodes=facts.get("device_nodes"),
-               visible_env=facts.get("visible_env"), breaches=seen)
+    node = facts.get("node")  # None or absent: the engine did not say where the pod ran
+    ctx.write(DEVICES, DevicesData(node=node, device_nodes=facts.get("device_nodes"),
+                                   visible_env=facts.get("visible_env"), breaches=seen))
     if seen:
-        raise LayerFailed(f"a pod of {tenant} without an accelerator request on node {facts.get('node')} sees "
+        raise LayerFailed(f"a pod of {tenant} without an accelerator request on node {node} sees "
                           + ", ".join(seen) + " (a visible-devices variable grants devices wherever the container "
                           "runtime honours it, e.g. the NVIDIA container toolkit: set by the image or injected by "
                           "the platform, the pod gets accelerators nobody allocated)", "device_isolation_breach")
@@ -265,8 +276,8 @@ def attribution(ctx: LayerContext, tenant: str, usage: AttributionUsage | None) 
                 wrong.append(f"{key} {counter} rose by {d - b} (from {b} to {d}), the workload requested {rise}")
             if a != b:
                 kept.append(f"{key} {counter} is {a} after cleanup, was {b} before")
-    ctx.record("governance.attribution", expected={k: {c: str(r) for c, r in v.items()} for k, v in rises.items()},
-               wrong=wrong, not_released=kept)
+    ctx.write(ATTRIBUTION, AttributionData(
+        expected={k: {c: str(r) for c, r in v.items()} for k, v in rises.items()}, wrong=wrong, not_released=kept))
     if wrong:
         raise LayerFailed(f"usage of tenant {tenant} is not attributed as requested: " + "; ".join(wrong),
                           "attribution_mismatch")

@@ -172,8 +172,8 @@ def smoke_combo(ctx: LayerContext) -> PlannedItem | None:
 
     keys = ctx.planned.keys
     for item in expand(ctx.matrix, scheduling_per_image=ctx.backend.scheduling_per_image).items:
-        if (item.layer == "model" and item.keys.get("resource") == keys["resource"]
-                and item.keys.get("image") == keys["image"]
+        if (item.layer == "model" and item.keys["resource"] == keys["resource"]  # a model item's keys: resource,
+                and item.keys["image"] == keys["image"]  # image, model, dataset (matrix.expand writes every one)
                 and ctx.matrix.model(item.keys["model"]).serving is None):
             return item
     return None
@@ -185,8 +185,8 @@ def _smoke(ctx: LayerContext, node: str) -> tuple[SmokeRun, LayerOutcome | None]
     from pytest_hetero.layers import outcome_of
     from pytest_hetero.layers.execution import run_once
 
-    combo = ctx.state.get("smoke")
-    if not isinstance(combo, PlannedItem):
+    combo = ctx.state["smoke"]
+    if combo is None:
         return None
     parts = (*ctx.planned.parts[:-1], node, combo.parts[-2])
     run = replace(ctx, planned=PlannedItem("model", dict(combo.keys), parts, None), pinned_node=node,
@@ -210,7 +210,9 @@ def _smoke(ctx: LayerContext, node: str) -> tuple[SmokeRun, LayerOutcome | None]
 
 def _placed_on(ctx: LayerContext, node: str) -> bool:
     """True when this item recorded a placement on ``node`` (``scheduling.placed``)."""
-    return any(r["kind"] == "scheduling.placed" and r["data"].get("node") == node for r in ctx.evidence.records)
+    from pytest_hetero.evidence.records import PLACED, data_of
+
+    return any((placed := data_of(r, PLACED)) is not None and placed["node"] == node for r in ctx.evidence.records)
 
 
 def _record(ctx: LayerContext, node: str, failure: LayerOutcome | None, proven: list[str], pod: str | None,

@@ -179,15 +179,16 @@ def verify_identity(ctx: LayerContext, proto: ServingProtocol, base: str, header
 def verify_auth(ctx: LayerContext, proto: ServingProtocol, base: str) -> None:
     """When ``auth.protected``: an unauthenticated metadata request must be refused (401/403)."""
     serving = proto.serving
+    token_env = serving.auth.get("token_env")  # the matrix may name none
     if not serving.auth.get("protected", False):
-        ctx.record("serving.auth", protected=False, token_env=serving.auth.get("token_env"))
+        ctx.record("serving.auth", protected=False, token_env=token_env)
         return
     path = proto.metadata_path()
     try:
         status: int | None = httpx.get(base + path, timeout=REQUEST_TIMEOUT_S).status_code
     except httpx.HTTPError:
         status = None
-    ctx.record("serving.auth", protected=True, token_env=serving.auth.get("token_env"), path=path,
+    ctx.record("serving.auth", protected=True, token_env=token_env, path=path,
                unauthenticated_status=status, refused=status in REFUSED)
     if status not in REFUSED:
         raise LayerFailed(f"unauthenticated GET {path} answered {status}, but the matrix says "
@@ -381,13 +382,14 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
     assert serving.rollback is not None
     spec = serving.rollback
     deploy = {k: str(v) for k, v in spec["deploy"].items()} if "deploy" in spec else serving.deploy
-    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=spec.get("endpoint"), deploy=deploy,
+    endpoint = spec.get("endpoint")  # None: the engine rolls deploy back instead
+    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=endpoint, deploy=deploy,
                               rollback=None)
     golden = _golden_rules(ctx)
     side_now: CurrentSide = {"endpoint": base, "version": serving.version,
                              "golden": evaluate(golden, current_outputs)}
     old_proto = protocol_for(ctx, old)
-    if spec.get("endpoint") is not None:
+    if endpoint is not None:
         side_old = _previous_side(ctx, old_proto, samples, golden)
     else:
         try:
@@ -396,7 +398,7 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
             ctx.record("serving.rollback", status="not_applicable", current=side_now, reason=exc.message)
             return
     ctx.record("serving.rollback", status="verified", previous=side_old, current=side_now,
-               switch="endpoint" if spec.get("endpoint") else "deploy")
+               switch="endpoint" if endpoint else "deploy")
     failed = [r for r in side_old["golden"] if r["verdict"] != "pass"]
     if failed:
         raise LayerFailed(f"after rollback to {old.version}: " + "; ".join(

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, InterpreterView, Started, StartedOn
 from pytest_hetero.errors import ParseError
+from pytest_hetero.evidence.records import NOT_PROVEN, NotProvenData
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.layers.discovery import expectation
@@ -117,9 +118,10 @@ def judge_environment(ctx: LayerContext, env: InterpreterView) -> None:
         ctx.record("startup.device_init", framework=None, wanted_provider=wanted, providers=providers, ok=True,
                    reason="no model declares runtime: onnxruntime; the environment only has to start")
         if ctx.resource.type != "cpu":
-            ctx.record("scope.not_proven", layer="startup", part="device initialisation",
-                       reason=f"no model declares a runtime startup can check (runtime: onnxruntime), so "
-                              f"{wanted} in the environment was not checked")
+            ctx.write(NOT_PROVEN, NotProvenData(
+                layer="startup", part="device initialisation",
+                reason=f"no model declares a runtime startup can check (runtime: onnxruntime), so {wanted} in the "
+                       "environment was not checked"))
         return
     if providers is None:
         raise LayerFailed(f"ONNX Runtime not importable in {env['python']}: {env['onnxruntime_error']} "
@@ -217,9 +219,10 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     else:
         unchecked = sorted(set(ctx.resource.expect) & DEVICE_EXPECT) if ctx.resource.type != "cpu" else []
         if unchecked:
-            ctx.record("scope.not_proven", layer="startup", part=", ".join(f"expect.{k}" for k in unchecked),
-                       reason="the image has no vendor tool (nvidia-smi / npu-smi) to read the devices with, "
-                              "so these expectations were not compared inside the workload")
+            ctx.write(NOT_PROVEN, NotProvenData(
+                layer="startup", part=", ".join(f"expect.{k}" for k in unchecked),
+                reason="the image has no vendor tool (nvidia-smi / npu-smi) to read the devices with, so these "
+                       "expectations were not compared inside the workload"))
     differences = checked["differences"] if checked is not None else []
     if differences:
         raise LayerFailed(f"device inventory in {started.name}{where}: "

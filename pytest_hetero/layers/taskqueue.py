@@ -72,10 +72,10 @@ def judge(rule: TaskQueue, request: JobRequest, job: JobPlacement) -> None:
         raise LayerFailed(f"{rule.task_type} job admitted against its rule (spec.task_queues line {rule.line}): "
                           + "; ".join(wrong), "queue_rule_mismatch")
     admission = job.admission
-    wait = admission["wait_s"] if "api_version" in admission else None  # an admitted Workload's facts
-    if bound is not None and wait is not None and wait > bound:
+    if ("api_version" in admission  # an admitted Workload's facts (JobAdmission: every field written)
+            and bound is not None and (wait := admission["wait_s"]) is not None and wait > bound):
         raise LayerFailed(f"{rule.task_type} job waited {wait:g} s from submission to admission (Workload "
-                          f"{job.admission.get('workload')} conditions), over its max_wait of {bound:g} s "
+                          f"{admission['workload']} conditions), over its max_wait of {bound:g} s "
                           f"(spec.task_queues line {rule.line})", "queue_wait_exceeded")
     if job.placed < job.workers:
         raise LayerFailed(job.message, (job.decisive["code"] if job.decisive else None) or "scheduling_timeout")

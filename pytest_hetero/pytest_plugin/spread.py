@@ -36,8 +36,9 @@ def upcoming(item: LayerItem) -> list[PlannedItem]:
 
 
 def _key(item: LayerItem) -> tuple[str, str, str]:
+    """A model item's group: its matrix, resource and image (every model item has both keys: matrix.expand)."""
     keys = item.planned.keys
-    return item.matrix.sha256, keys["resource"], keys.get("image", "")
+    return item.matrix.sha256, keys["resource"], keys["image"]
 
 
 def _groups(items: list[pytest.Item]) -> dict[tuple[str, str, str], list[PlannedItem]]:
