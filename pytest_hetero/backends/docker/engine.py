@@ -193,7 +193,7 @@ class DockerBackend(Backend):
                                                              outcome)
         except docker.errors.APIError:
             pass
-        known: UsageFacts = workload.get("usage") or UsageFacts()
+        known: UsageFacts = workload["usage"] or UsageFacts()
         return known.copy()
 
     @outage.engine_guarded
@@ -240,7 +240,7 @@ class DockerBackend(Backend):
         A failure leaves ``workload["dirty"]`` set, so the next model run resets before it starts.
         """
         try:
-            why = run.reset(self.session.api, workload["id"], workload.get("dev") or [],
+            why = run.reset(self.session.api, workload["id"], workload["dev"] or [],
                             workload["user"] or run.GATE_USER)
         except docker.errors.APIError as exc:
             why = f"the engine refused the reset exec: {exc}"
@@ -300,7 +300,8 @@ class DockerBackend(Backend):
         # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
         workload: DockerWorkload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0, "dirty": False,
                                     "user": user, "limit_bytes": request.mem_limit,
-                                    "started_monotonic": time.monotonic()}
+                                    "started_monotonic": time.monotonic(), "stopped_by_run": None, "usage": None,
+                                    "dev": None, "created_at": None}
         self._keep(key, workload, alone is not None)
         if alone is None:
             return self._started(ctx, workload, image_id, mounts, request, keeper, alone)
@@ -435,9 +436,9 @@ class DockerBackend(Backend):
         workload = s.workloads.get(key)
         started_here: StartedHere | None = None
         note = "no container from a startup item in this session; started here"
-        if workload is not None and not workload.get("stopped_by_run") and "dev" in workload:
+        if workload is not None and not workload["stopped_by_run"] and workload["dev"] is not None:
             self._note_stopped_by_run(workload)
-        if workload is not None and workload.get("stopped_by_run"):  # that run's failure, not this one's
+        if workload is not None and workload["stopped_by_run"]:  # that run's failure, not this one's
             note = f"the container was stopped by an earlier run ({workload['stopped_by_run']}); started again here"
             self._remove(workload["id"])
             s.workloads.pop(key, None)
@@ -448,7 +449,7 @@ class DockerBackend(Backend):
             workload = self.launch(ctx, str(identity.handle))
             started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what}
         self.ensure_running(ctx, workload, "before the model run")
-        if "dev" not in workload:  # before any model ran in it: what the reset keeps of /dev
+        if workload["dev"] is None:  # before any model ran in it: what the reset keeps of /dev
             workload["dev"] = run.dev_baseline(s.api, workload["id"], workload["user"] or run.GATE_USER)
         reset_before = workload["dirty"]
         if reset_before and (why := self._reset(workload)):
@@ -487,7 +488,7 @@ class DockerBackend(Backend):
                                                                      NOT_SAMPLED) for name in RUN_TIME_UNITS})
         if tool:
             docker_devices.finish(s.api, workload["id"], user, run_dir, result.details["usage"], tool, refused)
-        container = workload.get("usage") or self._usage(workload)
+        container = workload["usage"] or self._usage(workload)
         if container:
             result.details["workload"] = docker_usage.exec_facts(container, begun, time.time())
         if started_here is not None:
