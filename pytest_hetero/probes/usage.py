@@ -212,7 +212,7 @@ def npu_smi_source(ids: list[int] | None = None, runner: Callable[[list[str]], s
     the NPU ids ``npu-smi info -l`` lists). ``runner`` runs a command and returns its stdout (raises
     OSError / CalledProcessError / TimeoutExpired on failure); tests pass one. Never raises."""
     from pytest_hetero.probes.ascend import parse_visible
-    from pytest_hetero.probes.ascend_kv import parse_npu_kv
+    from pytest_hetero.probes.ascend_kv import NpuUsage, parse_npu_usage
 
     if runner is None:
         if shutil.which("npu-smi") is None:
@@ -227,8 +227,7 @@ def npu_smi_source(ids: list[int] | None = None, runner: Callable[[list[str]], s
             return Source("npu-smi", "", unavailable="npu-smi info -l lists no NPU")
         devices: dict[str, DeviceFacts] = {}
         for npu in ids:
-            chips = parse_npu_kv(runner(["npu-smi", "info", "-t", "memory", "-i", str(npu)]).splitlines()).chips()
-            capacity = _number(chips[0].values.get("HBM Capacity(MB)")) if chips else None
+            capacity = parse_npu_usage(runner(["npu-smi", "info", "-t", "memory", "-i", str(npu)])).hbm_capacity_mb
             devices[str(npu)] = {"name": f"NPU {npu}", "memory_total_mib": capacity}
     except (OSError, subprocess.SubprocessError) as exc:
         return Source("npu-smi", "", unavailable=f"npu-smi: {exc}")
@@ -237,13 +236,12 @@ def npu_smi_source(ids: list[int] | None = None, runner: Callable[[list[str]], s
         out: Reading = {}
         for npu in ids or []:
             try:
-                chips = parse_npu_kv(runner(["npu-smi", "info", "-t", "usages", "-i", str(npu)]).splitlines()).chips()
+                got = parse_npu_usage(runner(["npu-smi", "info", "-t", "usages", "-i", str(npu)]))
             except (OSError, subprocess.SubprocessError):
-                chips = []
-            values = chips[0].values if chips else {}
-            rate, capacity = _number(values.get("HBM Usage Rate(%)")), _number(devices[str(npu)]["memory_total_mib"])
+                got = NpuUsage()
+            rate, capacity = got.hbm_rate_pct, _number(devices[str(npu)]["memory_total_mib"])
             used = None if rate is None or capacity is None else round(rate * capacity / 100.0, 1)
-            out[str(npu)] = (used, _number(values.get("Aicore Usage Rate(%)")))
+            out[str(npu)] = (used, got.aicore_rate_pct)
         return out
 
     return Source("npu-smi", "each NPU's HBM and AI Core as a whole (every process on it), read through npu-smi",
