@@ -122,7 +122,7 @@ def _rusage(text: str, run_s: float) -> dict[str, Measured]:
         values = rusage_run_time(None, None, why)
         values["cpu_s"]["unavailable"] = why
         return values
-    values = rusage_run_time(peak, cpu, note.get("peak_rss_unmeasured"))
+    values = rusage_run_time(peak, cpu, note)
     for v in values.values():
         v["source"] = f"{v['source']}, taken inside the pod by the gate's wrapper"
     return values

@@ -629,19 +629,18 @@ def inside(values: dict[str, Measured]) -> dict[str, Measured]:
 
 
 def peak_rss(child_kib: int, inherited_kib: int,
-             forker: str = "the session sandbox's supervisor, or the gate") -> tuple[float | None, dict[str, str]]:
+             forker: str = "the session sandbox's supervisor, or the gate") -> tuple[float | None, str | None]:
     """The run's peak RSS in MiB from its ``wait4`` ``ru_maxrss`` (KiB), or None and why.
 
     Linux carries a process's RSS high-water mark across ``exec`` (``signal->maxrss``), so a child starts
     from the high-water mark of the process that forked it (``forker``, named in the reason) at the fork
     (``inherited_kib``, ``RUSAGE_SELF`` just before it) and ``ru_maxrss`` is max(that, the run's own peak).
     Above it, the figure is the run's; at or below it, the run's peak is unknown (only that it was no
-    higher): ``(None, {"peak_rss_unmeasured": reason})``."""
+    higher): ``(None, reason)``; the reason is None when the figure is the run's."""
     if child_kib > inherited_kib:
-        return round(child_kib / 1024.0, 2), {}
-    return None, {"peak_rss_unmeasured": f"at most {inherited_kib / 1024.0:.1f} MiB: the run's rusage starts from "
-                                         f"the peak RSS of the process that forked it ({forker}), and the run "
-                                         "never exceeded it"}
+        return round(child_kib / 1024.0, 2), None
+    return None, (f"at most {inherited_kib / 1024.0:.1f} MiB: the run's rusage starts from the peak RSS of the "
+                  f"process that forked it ({forker}), and the run never exceeded it")
 
 
 def rusage_run_time(peak_rss_mib: float | None, cpu_s: float | None, rss_note: str | None) -> dict[str, Measured]:

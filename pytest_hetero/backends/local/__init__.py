@@ -582,7 +582,9 @@ def _ended(argv: list[str], status: int, fired: bool, start: float, out: CappedS
     return ExecResult(argv=argv, exit_code=None if fired else os.waitstatus_to_exitcode(status),
                       duration_s=time.perf_counter() - start, stdout=out.text(), stderr=err.text(), outputs=None,
                       timed_out=fired, peak_rss_mib=peak,
-                      details={**out.facts("stdout"), **err.facts("stderr"), **rss_note, "cpu_s": round(cpu_s, 4)})
+                      details={**out.facts("stdout"), **err.facts("stderr"),
+                               **({"peak_rss_unmeasured": rss_note} if rss_note is not None else {}),
+                               "cpu_s": round(cpu_s, 4)})
 
 
 def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float, cpus: frozenset[int] | None = None,
