@@ -41,7 +41,7 @@ import signal
 import socket
 import sys
 import warnings  # noqa: F401 - os.execvpe imports it late, once the interpreter is unmounted
-from typing import Any, TypedDict
+from typing import Any, TypedDict, final
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -119,11 +119,17 @@ class RunRequest(TypedDict):
 
 
 class Answer(TypedDict, total=False):
-    """A message to the gate (module docstring): ``ready`` or ``error`` on the control socket; on a run's link
-    its wait ``status``, ``utime``/``stime`` (s), ``maxrss`` and ``inherited_kib`` (KiB), or the ``error``."""
+    """A message to the gate on the control socket (module docstring): ``ready`` or ``error``."""
 
     ready: bool
     error: str
+
+
+@final
+class RunEnded(TypedDict):
+    """The answer on a run's link once the run ended: its wait ``status``, ``utime``/``stime`` (s), ``maxrss`` and
+    ``inherited_kib`` (KiB)."""
+
     status: int
     utime: float
     stime: float
@@ -131,7 +137,18 @@ class Answer(TypedDict, total=False):
     inherited_kib: int
 
 
-def _send(sock: socket.socket, message: Answer) -> None:
+@final
+class RunRefused(TypedDict):
+    """The answer on a run's link when the run never started: the ``error``."""
+
+    error: str
+
+
+RunAnswerDoc = RunEnded | RunRefused
+"""Every answer on a run's link: exactly one of them, once."""
+
+
+def _send(sock: socket.socket, message: Answer | RunAnswerDoc) -> None:
     try:
         sock.send(json.dumps(message).encode())
     except OSError:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.sandbox.init import Answer, RunLimits, RunRequest
+    from pytest_hetero.backends.sandbox.init import Answer, RunAnswerDoc, RunLimits, RunRequest
 
 INIT_SOURCE = Path(__file__).with_name("init.py")
 """The program PID 1 of the sandbox runs (its text is handed over with ``-c``: no file of the gate is read
@@ -267,10 +267,10 @@ class ZygoteRun:
         if not data:
             self.answer = RunAnswer(error=f"the run was lost: {why}", lost=True)
             return
-        got: Answer = json.loads(data)
-        self.answer = RunAnswer(status=got.get("status"), utime=float(got.get("utime") or 0.0),
-                                stime=float(got.get("stime") or 0.0), maxrss=int(got.get("maxrss") or 0),
-                                inherited_kib=int(got.get("inherited_kib") or 0), error=str(got.get("error") or ""))
+        got: RunAnswerDoc = json.loads(data)
+        self.answer = RunAnswer(status=got["status"], utime=float(got["utime"]), stime=float(got["stime"]),
+                                maxrss=int(got["maxrss"]), inherited_kib=int(got["inherited_kib"])) \
+            if "status" in got else RunAnswer(error=str(got["error"]))
 
     def wait(self, poll_s: float) -> RunAnswer:
         """Block until answered, killing the run at its deadline; close the link."""
