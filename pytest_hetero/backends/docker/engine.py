@@ -37,6 +37,7 @@ from pytest_hetero.backends.docker import usage as docker_usage
 from pytest_hetero.backends.docker.api import (
     ContainerState,
     ImageInspect,
+    Listed,
     container_state,
     exec_inspect,
     inspect_container,
@@ -174,7 +175,7 @@ class DockerBackend(Backend):
     @outage.engine_guarded
     def start(self, step: Step) -> Started:
         """Start the resource × image container (the image as :meth:`identify` resolved it)."""
-        image_id = self.session.image_ids.get(step.image.name) or self.identify(step).handle
+        image_id = self._image_id(step)
         key = (step.resource.name, step.image.name)
         try:
             workload = self.launch(step, str(image_id))
@@ -184,6 +185,10 @@ class DockerBackend(Backend):
             raise
         return Started(name=workload["name"], handle=workload,
                        usage=self._usage(workload))
+
+    def _image_id(self, step: Step) -> object:
+        """The id of ``step``'s image as this session resolved it, or as :meth:`identify` resolves it now."""
+        return self.session.image_ids.get(step.image.name) or self.identify(step).handle
 
     def _usage(self, workload: DockerWorkload, outcome: str | None = None) -> UsageFacts:
         """The container's usage facts (:func:`.usage.container_facts`), kept on ``workload`` for its
@@ -657,7 +662,7 @@ class DockerBackend(Backend):
     @outage.engine_guarded
     def start_job(self, step: Step, spec: JobSpec) -> Job:
         """One container per rank of ``spec`` from the image as :meth:`identify` resolved it (:mod:`.jobs`)."""
-        image_id = self.session.image_ids.get(step.image.name) or self.identify(step).handle
+        image_id = self._image_id(step)
         return docker_jobs.start(self.session, step, spec, str(image_id), self.session.conf.python)
 
     def job_logs(self, job: Job, rank: int) -> str:
@@ -691,18 +696,19 @@ class DockerBackend(Backend):
             api = s.api  # reconnects after an engine outage
             for image in api.images(all=True, filters={"label": f"{OWNER}={s.owner}"}):
                 api.remove_image(image["Id"], force=True)
-            found = api.containers(all=True, filters={"label": f"{OWNER}={s.owner}"})
+            found = [Listed.parse(c, "Names", "Id")
+                     for c in api.containers(all=True, filters={"label": f"{OWNER}={s.owner}"})]
             if s.settings.keep:
                 prefix = "" if s.local else f"DOCKER_HOST={s.conn.get('base_url')} "
                 for c in found:
-                    sys.stderr.write(f"pytest-hetero: kept container {c['Names'][0].lstrip('/')} "
-                                     f"({c['Labels'].get(LABEL + 'resource')} × "
-                                     f"{c['Labels'].get(LABEL + 'image')}): {prefix}docker exec -it "
-                                     f"{c['Names'][0].lstrip('/')} /bin/sh; remove with: hetero cleanup "
+                    sys.stderr.write(f"pytest-hetero: kept container {c.name} "
+                                     f"({c.labels.get(LABEL + 'resource')} × "
+                                     f"{c.labels.get(LABEL + 'image')}): {prefix}docker exec -it "
+                                     f"{c.name} /bin/sh; remove with: hetero cleanup "
                                      f"--run-id {s.settings.run_id}\n")
                 return
             for c in found:
-                self._remove(c["Id"])
+                self._remove(c.id)
         except (docker.errors.DockerException, EngineUnavailable, *run.CONNECTION_LOST) as exc:
             sys.stderr.write(f"pytest-hetero: docker cleanup of run {s.settings.run_id} incomplete: {exc}; "
                              f"run: hetero cleanup --run-id {s.settings.run_id}\n")
