@@ -460,12 +460,14 @@ class DockerBackend(Backend):
         if reset_before and (why := self._reset(workload)):
             raise ActionFailed(f"container {workload['name']} could not be returned to its started state before "
                                f"the model run: {why}", "container_not_reset")
-        return self._run_in(ctx, workload, started_here, reset_before)
+        return self._run_in(ctx, workload, started_here, reset_before)[0]
 
     def _run_in(self, ctx: Step, workload: DockerWorkload, started_here: StartedHere | None,
-                reset_before: bool | None) -> ExecResult:
+                reset_before: bool | None) -> tuple[ExecResult, tuple[float | None, float | None]]:
         """The model run in ``workload``'s running container (see :meth:`execute`); ``reset_before`` None: the
-        container is the run's own (:meth:`_run_alone`), neither reset before nor after."""
+        container is the run's own (:meth:`_run_alone`), neither reset before nor after. Returns the result and the
+        exec's window, epoch s (``details["workload"]``'s ``started``/``ended``; None when its container's facts
+        could not be read)."""
         s = self.session
         model, dataset = ctx.model, ctx.dataset
         code = code_of(ctx.matrix, model)
@@ -494,14 +496,17 @@ class DockerBackend(Backend):
         if tool:
             docker_devices.finish(s.api, workload["id"], user, run_dir, result.details["usage"], tool, refused)
         container = workload["usage"] or self._usage(workload)
+        window: tuple[float | None, float | None] = (None, None)
         if container:
-            result.details["workload"] = docker_usage.exec_facts(container, begun, time.time())
+            ended = time.time()
+            window = (begun, ended)
+            result.details["workload"] = docker_usage.exec_facts(container, begun, ended)
         if started_here is not None:
             result.details["image"] = started_here
             result.details["workload_started"] = dict(container)
         result.failure = run_failure(s.api, ctx, workload, result, values["python"])
         self._finish_run(ctx, workload, result, values["outputs"], reset_before)
-        return result
+        return result, window
 
     def _plan(self, ctx: Step, concurrency: Concurrency) -> Plan:
         """How the per-run model runs of ``ctx``'s resource × image go (:mod:`.spread`): the resource's device
@@ -550,7 +555,7 @@ class DockerBackend(Backend):
                 started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what}
             workload = self.launch(ctx, image_id, alone=slot)
             running = time.time()
-            result = self._run_in(ctx, workload, started_here, None)
+            result, ran = self._run_in(ctx, workload, started_here, None)
             result.details["isolation"] = docker_spread.isolation(slot, s.conf.network, width)
             facts = self._usage(workload, "completed" if result.exit_code == 0 else "failed")
         finally:
@@ -561,7 +566,6 @@ class DockerBackend(Backend):
                 except docker.errors.DockerException:
                     pass  # left to the engine's close (owner label)
             slots.give(slot)
-        ran: UsageFacts = result.details.get("workload") or UsageFacts()  # the exec's own window (.usage.exec_facts)
         result.details.pop("workload_started", None)  # the run's container is its workload, counted once
         if facts:
             facts["released"] = removed

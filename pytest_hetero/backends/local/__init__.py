@@ -105,12 +105,14 @@ class InterpreterAnswer(TypedDict):
 class ProcessRun:
     """The model process one :meth:`LocalBackend.run_model` ran, as the per-run model runs read it
     (:meth:`LocalBackend._run_alone`): its usage ``facts`` (``details["workload"]``, :func:`process_usage`) with
-    their ``workload`` id, ``started`` (epoch s) and ``cpu_s`` (its tree's CPU-seconds; None: not measured), and
+    their ``workload`` id, ``started``/``ended`` (epoch s) and ``cpu_s`` (its tree's CPU-seconds; None: not
+    measured), and
     how it was confined (``confinement``: ``details["isolation"]``)."""
 
     facts: UsageFacts
     workload: str
     started: float
+    ended: float
     cpu_s: float | None
     confinement: ConfinementFacts
 
@@ -274,7 +276,7 @@ class LocalBackend(Backend):
         result.details["isolation"] = local_spread.isolation(ran.confinement, run, step.model.network)
         started = ran.started  # a local process is created and running at its own start
         result.details["spread"] = {"process": ran.workload, **spread_facts(
-            slot, width, queued, got, waited, started, started, ran.facts, ended)}
+            slot, width, queued, got, waited, started, started, (ran.started, ran.ended), ended)}
         unkept = local_spread.pin_kept(run, ran.cpu_s, result.duration_s)
         if unkept is not None:  # it widened its CPU affinity: the pin did not hold
             result.details["spread"]["pinning"] = unkept
@@ -328,9 +330,11 @@ class LocalBackend(Backend):
             result.details["run_time"] = rusage_run_time(result.peak_rss_mib, cpu_s,
                                                          result.details.get("peak_rss_unmeasured"))
             workload = f"process/{uuid.uuid4().hex[:12]}"
-            facts = result.details["workload"] = process_usage(step, workload, begun, time.time(), cpu_s, result)
+            ended = time.time()
+            facts = result.details["workload"] = process_usage(step, workload, begun, ended, cpu_s, result)
             confinement = result.details["isolation"] = launch.confinement.facts()
-            ran = ProcessRun(facts=facts, workload=workload, started=begun, cpu_s=cpu_s, confinement=confinement)
+            ran = ProcessRun(facts=facts, workload=workload, started=begun, ended=ended, cpu_s=cpu_s,
+                             confinement=confinement)
             if result.failure is not None:
                 return result, ran
             try:
