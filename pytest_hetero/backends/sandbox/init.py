@@ -41,7 +41,7 @@ import signal
 import socket
 import sys
 import warnings  # noqa: F401 - os.execvpe imports it late, once the interpreter is unmounted
-from typing import Any, TypedDict, final
+from typing import Any, Literal, TypedDict, final
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -118,11 +118,11 @@ class RunRequest(TypedDict):
     limits: RunLimits | None
 
 
-class Answer(TypedDict, total=False):
-    """A message to the gate on the control socket (module docstring): ``ready`` or ``error``."""
+@final
+class Ready(TypedDict):
+    """The message on the control socket once set up (module docstring)."""
 
-    ready: bool
-    error: str
+    ready: Literal[True]
 
 
 @final
@@ -146,6 +146,8 @@ class RunRefused(TypedDict):
 
 RunAnswerDoc = RunEnded | RunRefused
 """Every answer on a run's link: exactly one of them, once."""
+Answer = Ready | RunRefused
+"""Every message on the control socket: ready, or why not (then PID 1 exits)."""
 
 
 def _send(sock: socket.socket, message: Answer | RunAnswerDoc) -> None:

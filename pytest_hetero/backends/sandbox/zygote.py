@@ -124,8 +124,9 @@ class Zygote:
             theirs.close()
         self.control = ours
         answer = self._receive(ours, READY_TIMEOUT_S)
-        if not answer.get("ready"):
-            why = answer.get("error") or self._stderr() or "the sandbox ended before it was ready"
+        if answer is None or "error" in answer:
+            why = (answer["error"] if answer is not None else "") or self._stderr() \
+                or "the sandbox ended before it was ready"
             self.close()
             raise ZygoteFailed(str(why))
         assert self.proc.stderr is not None
@@ -142,16 +143,16 @@ class Zygote:
         return self.proc.stderr.read().decode("utf-8", "replace").strip()[-2000:]
 
     @staticmethod
-    def _receive(sock: socket.socket, timeout_s: float) -> Answer:
-        """One JSON message from ``sock`` within ``timeout_s``; ``{}`` on EOF or timeout."""
+    def _receive(sock: socket.socket, timeout_s: float) -> Answer | None:
+        """One JSON message from ``sock`` within ``timeout_s``; None on EOF or timeout."""
         if not select.select([sock], [], [], timeout_s)[0]:
-            return {}
+            return None
         try:
             data = sock.recv(1 << 16)
         except OSError:
-            return {}
+            return None
         if not data:
-            return {}
+            return None
         answer: Answer = json.loads(data)
         return answer
 
