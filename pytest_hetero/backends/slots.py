@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, TypedDict
 from pytest_hetero.matrix.quantity import quantity
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.protocol import UsageFacts
     from pytest_hetero.backends.spread import Concurrency
 
 NVIDIA_GPU = "nvidia.com/gpu"
@@ -228,12 +227,12 @@ class SpreadTiming(TypedDict):
 
 
 def spread_facts(slot: Slot, width: int, queued: float, got: float, waited: float, created: float | None,
-                 running: float | None, ran: UsageFacts, removed: float) -> SpreadTiming:
+                 running: float | None, ran: tuple[float | None, float | None], removed: float) -> SpreadTiming:
     """The timing part of a pinned per-run model run's ``details["spread"]``, the same keys on Docker and local (the
     renderers read them alike): its ``slot`` and the ``concurrency`` (``width``); epoch seconds it was ``queued`` at,
     ``got`` its slot at (after ``waited`` seconds in :meth:`Slots.take`), its workload was ``created`` and
-    ``running`` at, the run's own window (``ran``: the exec's ``started``/``ended``) and when the workload was
-    ``removed``; the seconds from queue to slot and the wait in the slot queue."""
+    ``running`` at, the run's own window (``ran``: the exec's ``(started, ended)``, None: not known) and when the
+    workload was ``removed``; the seconds from queue to slot and the wait in the slot queue."""
     return {"slot": slot.to_dict(), "concurrency": width, "queued_at": queued, "slot_at": got, "created_at": created,
-            "running_at": running, "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"),
+            "running_at": running, "run_started_at": ran[0], "run_ended_at": ran[1],
             "removed_at": removed, "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3)}

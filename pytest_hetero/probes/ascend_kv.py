@@ -104,6 +104,35 @@ def parse_npu_kv(lines: list[str]) -> NpuKv:
     return NpuKv(scan.query, scan.npu_id, scan.groups)
 
 
+def _number(text: str | None) -> float | None:
+    """A number ``npu-smi`` printed; None when not printed or not a number (``NA``, ``-``, "")."""
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class NpuUsage:
+    """What ``npu-smi info -t usages -i N`` or ``-t memory -i N`` prints of its first chip, read once
+    (:func:`parse_npu_usage`): ``hbm_capacity_mb`` (``HBM Capacity(MB)``), ``hbm_rate_pct`` (``HBM Usage
+    Rate(%)``) and ``aicore_rate_pct`` (``Aicore Usage Rate(%)``); None where the output has no number for it."""
+
+    hbm_capacity_mb: float | None = None
+    hbm_rate_pct: float | None = None
+    aicore_rate_pct: float | None = None
+
+
+def parse_npu_usage(text: str) -> NpuUsage:
+    """The :class:`NpuUsage` of one ``npu-smi info -t usages|memory -i N`` output (:func:`parse_npu_kv`; no chip
+    group: every field None). Never raises."""
+    chips = parse_npu_kv(text.splitlines()).chips()
+    values = chips[0].values if chips else {}
+    return NpuUsage(hbm_capacity_mb=_number(values.get("HBM Capacity(MB)")),
+                    hbm_rate_pct=_number(values.get("HBM Usage Rate(%)")),
+                    aicore_rate_pct=_number(values.get("Aicore Usage Rate(%)")))
+
+
 @dataclass
 class NpuTopology:
     """``npu-smi info -t topo``: ``names`` (NPU0…), ``links`` (``(a, b) -> type``), ``affinity`` (NPU -> CPUs)."""

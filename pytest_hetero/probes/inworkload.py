@@ -122,7 +122,7 @@ def _rusage(text: str, run_s: float) -> dict[str, Measured]:
         values = rusage_run_time(None, None, why)
         values["cpu_s"]["unavailable"] = why
         return values
-    values = rusage_run_time(peak, cpu, note.get("peak_rss_unmeasured"))
+    values = rusage_run_time(peak, cpu, note)
     for v in values.values():
         v["source"] = f"{v['source']}, taken inside the pod by the gate's wrapper"
     return values
@@ -305,20 +305,16 @@ def add_npu_devices(usage: UsageRecord, head: DevicesHeader, lines: list[str]) -
     """:func:`add_devices` for the wrapper's ``npu-smi`` samples (``head``: the ``.devices`` header, ``lines``:
     its sample lines, see :mod:`.podwrap`): per NPU of ``ASCEND_VISIBLE_DEVICES``, HBM used MiB = ``HBM Usage
     Rate(%)`` × ``HBM Capacity(MB)`` / 100 and utilisation = ``Aicore Usage Rate(%)`` of ``npu-smi info -t
-    usages -i N`` (key/value output, :func:`~pytest_hetero.probes.ascend_kv.parse_npu_kv`), the capacity from
+    usages -i N`` (key/value output, :func:`~pytest_hetero.probes.ascend_kv.parse_npu_usage`), the capacity from
     ``info -t memory -i N`` (read once), else from ``-t usages``."""
-    from pytest_hetero.probes.ascend_kv import parse_npu_kv
-
-    def values(text: str) -> dict[str, str]:
-        chips = parse_npu_kv(str(text).splitlines()).chips()
-        return chips[0].values if chips else {}
+    from pytest_hetero.probes.ascend_kv import parse_npu_usage
 
     tool, visible = "npu-smi", head.visible
     errors: list[str] = []
     capacity: dict[str, float | None] = {}
     for npu, got in (head.memory or {}).items():
         if isinstance(got, list) and len(got) == 3 and got[0] == 0:
-            capacity[npu] = _number(values(got[1]).get("HBM Capacity(MB)", ""))
+            capacity[npu] = parse_npu_usage(str(got[1])).hbm_capacity_mb
         elif isinstance(got, list) and len(got) == 3 and len(errors) < 5:
             errors.append(f"npu-smi info -t memory -i {npu} exited {got[0]}: {str(got[2]).strip()[-200:]}")
     names: dict[str, DeviceFacts] = {}
@@ -337,12 +333,12 @@ def add_npu_devices(usage: UsageRecord, head: DevicesHeader, lines: list[str]) -
                 if len(errors) < 5:
                     errors.append(f"npu-smi info -t usages -i {npu} exited {rc}: {str(err).strip()[-200:]}")
                 continue
-            kv = values(out)
-            total = capacity.get(npu) or _number(kv.get("HBM Capacity(MB)", ""))
-            rate = _number(kv.get("HBM Usage Rate(%)", ""))
+            kv = parse_npu_usage(str(out))
+            total = capacity.get(npu) or kv.hbm_capacity_mb
+            rate = kv.hbm_rate_pct
             names[f"npu{npu}"] = {"name": f"NPU {npu}", "memory_total_mib": total, "source": tool}
             reading[f"npu{npu}"] = (None if rate is None or total is None else round(rate * total / 100.0, 1),
-                                    _number(kv.get("Aicore Usage Rate(%)", "")))
+                                    kv.aicore_rate_pct)
         if reading:
             sampler.times.append(round(at - t0, 3))
             sampler.readings.append(reading)

@@ -227,7 +227,7 @@ def _device(position: int, bus: str, gpu: Tree) -> Device:
             "clock_event_counters_us": {k: v.integer(val) for k, val in counters.items() if isinstance(val, str)},
             "clocks_section": "Clocks Throttle Reasons" if "Clocks Throttle Reasons" in gpu else (
                 "Clocks Event Reasons" if "Clocks Event Reasons" in gpu else None),
-            "processes_printed": _get(gpu, "Processes") if isinstance(gpu.get("Processes"), str) else None,
+            "processes_printed": procs if isinstance(procs, str) else None,
         },
     )
 

@@ -14,8 +14,9 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes.model import Inventory, _plain
@@ -30,6 +31,14 @@ SCHEMA = "hetero-payload/1"
 FAILURE = {"device-node": "device_missing", "visibility": "device_not_visible", "driver-library": "driver_missing",
            "runtime": "runtime_broken", "framework": "framework_without_accelerator", "payload": "payload_failed"}
 """Payload finding category → the startup failure category it is (a row of the failure table)."""
+FrameworkName = Literal["onnxruntime", "torch", "torch_npu"]
+"""A framework entry of payload.sh's python report."""
+FRAMEWORKS: tuple[FrameworkName, ...] = ("onnxruntime", "torch", "torch_npu")
+"""Every framework payload.sh reports (each read by :class:`PythonFacts`, reported or not)."""
+ToolName = Literal["nvidia-smi", "npu-smi"]
+"""A vendor tool payload.sh runs."""
+TOOLS: tuple[ToolName, ...] = ("nvidia-smi", "npu-smi")
+"""Every vendor tool payload.sh runs (each read by :meth:`ToolRun.parse`, present or not)."""
 
 
 def payload_script() -> str:
@@ -67,6 +76,37 @@ class FrameworkFacts:
     cuda_available: bool | None = None
     npu_available: bool | None = None
 
+    @classmethod
+    def parse(cls, value: object) -> FrameworkFacts:
+        """The facts of one framework entry ``value`` (not an object: every field unset)."""
+        entry: Mapping[str, object] = value if isinstance(value, dict) else {}
+        providers = entry.get("providers")
+        cuda, npu = entry.get("cuda_available"), entry.get("npu_available")
+        return cls(available=bool(entry.get("available")), version=_text(entry.get("version")),
+                   error=_text(entry.get("error")),
+                   providers=[str(p) for p in providers] if isinstance(providers, list) else None,
+                   cuda_build=_text(entry.get("cuda_build")),
+                   cuda_available=cuda if isinstance(cuda, bool) else None,
+                   npu_available=npu if isinstance(npu, bool) else None)
+
+
+@dataclass(frozen=True)
+class PythonFacts:
+    """payload.sh's ``python`` document, read once (:attr:`PayloadReport.python_facts`): the
+    :class:`InterpreterFacts` and the :class:`FrameworkFacts` of every name in :data:`FRAMEWORKS` (an entry the
+    report lacks, or a report that is not an object: every field unset)."""
+
+    interpreter: InterpreterFacts
+    frameworks: dict[FrameworkName, FrameworkFacts]
+
+    @classmethod
+    def parse(cls, python: Mapping[str, object]) -> PythonFacts:
+        """The facts of the ``python`` document (absent or non-object entries: not present)."""
+        error, report = python.get("error"), python.get("report")
+        entries: Mapping[str, object] = report if isinstance(report, dict) else {}
+        return cls(interpreter=InterpreterFacts(present=bool(python.get("present")), error=_text(error)),
+                   frameworks={name: FrameworkFacts.parse(entries.get(name)) for name in FRAMEWORKS})
+
 
 @dataclass(frozen=True)
 class ToolRun:
@@ -82,6 +122,14 @@ class ToolRun:
         """``error`` then ``output`` (each empty when absent), one newline between them."""
         return f"{self.error or ''}\n{self.output or ''}"
 
+    @classmethod
+    def parse(cls, value: object) -> ToolRun:
+        """The run of one ``tools`` entry ``value`` (not an object: not present)."""
+        run: Mapping[str, object] = value if isinstance(value, dict) else {}
+        rc = run.get("rc")
+        return cls(present=bool(run.get("present")), rc=rc if isinstance(rc, int) else None,
+                   output=_text(run.get("output")), error=_text(run.get("error")))
+
 
 @dataclass(frozen=True)
 class PayloadReport:
@@ -90,8 +138,9 @@ class PayloadReport:
     ``tools`` maps ``nvidia-smi``/``npu-smi`` to ``{"present", "rc", "output", "error"}``;
     ``python`` is ``{"present", "path", "rc", "report", "error"}`` where ``report`` holds
     ``version``, ``onnxruntime``, ``torch``, ``torch_npu`` dicts; ``warnings`` are reading notes. The
-    ``tools`` and ``python`` documents are kept as the container wrote them (evidence holds them); their
-    fields are read through :meth:`tool`, :meth:`interpreter` and :meth:`framework`, which narrow each one.
+    ``tools``, ``python`` and ``libraries`` documents are kept as the container wrote them (evidence holds
+    them); each is parsed once, on first use (:attr:`tool_runs`, :attr:`python_facts`, :attr:`library_names`),
+    and read through :meth:`tool`, :meth:`interpreter`, :meth:`framework` and :meth:`has_library`.
     """
 
     device_nodes: tuple[str, ...] = ()
@@ -104,37 +153,37 @@ class PayloadReport:
     warnings: tuple[str, ...] = ()
     raw: str = ""
 
+    @cached_property
+    def python_facts(self) -> PythonFacts:
+        """The ``python`` document, parsed once (:meth:`PythonFacts.parse`)."""
+        return PythonFacts.parse(self.python)
+
+    @cached_property
+    def tool_runs(self) -> dict[ToolName, ToolRun]:
+        """The run of every tool of :data:`TOOLS`, parsed once (no such entry: not present)."""
+        return {name: ToolRun.parse(self.tools.get(name)) for name in TOOLS}
+
+    @cached_property
+    def library_names(self) -> tuple[str, ...]:
+        """The file name of every library found ("" for an entry without one), read once."""
+        return tuple(str(lib.get("name", "")) for lib in self.libraries)
+
     def interpreter(self) -> InterpreterFacts:
         """Whether the image has a python3/python and why not (absent or non-object entries: not present)."""
-        error = self.python.get("error")
-        return InterpreterFacts(present=bool(self.python.get("present")), error=None if error is None else str(error))
+        return self.python_facts.interpreter
 
-    def framework(self, name: str) -> FrameworkFacts:
+    def framework(self, name: FrameworkName) -> FrameworkFacts:
         """The python report entry ``name`` (``torch``, ``onnxruntime``…); every field unset when the entry
         is absent or not an object."""
-        report = self.python.get("report")
-        value = report.get(name) if isinstance(report, dict) else None
-        entry: Mapping[str, object] = value if isinstance(value, dict) else {}
-        providers = entry.get("providers")
-        cuda, npu = entry.get("cuda_available"), entry.get("npu_available")
-        return FrameworkFacts(available=bool(entry.get("available")), version=_text(entry.get("version")),
-                              error=_text(entry.get("error")),
-                              providers=[str(p) for p in providers] if isinstance(providers, list) else None,
-                              cuda_build=_text(entry.get("cuda_build")),
-                              cuda_available=cuda if isinstance(cuda, bool) else None,
-                              npu_available=npu if isinstance(npu, bool) else None)
+        return self.python_facts.frameworks[name]
 
-    def tool(self, name: str) -> ToolRun:
+    def tool(self, name: ToolName) -> ToolRun:
         """The payload's run of vendor tool ``name``; not present when the report has no such entry."""
-        value = self.tools.get(name)
-        run: Mapping[str, object] = value if isinstance(value, dict) else {}
-        rc = run.get("rc")
-        return ToolRun(present=bool(run.get("present")), rc=rc if isinstance(rc, int) else None,
-                       output=_text(run.get("output")), error=_text(run.get("error")))
+        return self.tool_runs[name]
 
     def has_library(self, prefix: str) -> bool:
         """Return True when a library whose file name starts with ``prefix`` was found."""
-        return any(str(lib.get("name", "")).startswith(prefix) for lib in self.libraries)
+        return any(name.startswith(prefix) for name in self.library_names)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as a JSON-ready dict."""
@@ -195,8 +244,9 @@ def parse_payload_output(stdout: str) -> PayloadReport:
         return PayloadReport(warnings=(*warnings, f"payload JSON unreadable: {exc}"), raw=stdout)
     if not isinstance(data, dict):
         return PayloadReport(warnings=(*warnings, "payload JSON is not an object"), raw=stdout)
-    if data.get("schema") != SCHEMA:
-        warnings.append(f"payload schema {data.get('schema')!r}, expected {SCHEMA!r}")
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        warnings.append(f"payload schema {schema!r}, expected {SCHEMA!r}")
 
     def dict_of(key: str) -> dict[str, Any]:
         value = data.get(key)
@@ -229,7 +279,8 @@ def tool_inventory(report: PayloadReport, vendor: str) -> Inventory | None:
     from pytest_hetero.probes.ascend_table import parse_npu_smi_info
     from pytest_hetero.probes.nvidia import parse_nvidia_smi
 
-    name, parse = ("npu-smi", parse_npu_smi_info) if vendor == "ascend" else ("nvidia-smi", parse_nvidia_smi)
+    name: ToolName = "npu-smi" if vendor == "ascend" else "nvidia-smi"
+    parse = parse_npu_smi_info if vendor == "ascend" else parse_nvidia_smi
     run = report.tool(name)
     if not run.present:
         return None

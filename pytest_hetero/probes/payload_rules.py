@@ -165,13 +165,14 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
     """Return the missing pieces for a Huawei Ascend NPU container, most basic first."""
     found: list[Rule] = []
     chips = [n for n in report.device_nodes if re.fullmatch(r"/dev/davinci\d+", n)]
-    asked = listed_devices(report.env.get("ASCEND_VISIBLE_DEVICES"))
+    visible = report.env.get("ASCEND_VISIBLE_DEVICES")
+    asked = listed_devices(visible)
     if chips and asked is not None and len(chips) < asked:
         found.append(
             _finding(
                 "device-node",
                 f"{asked} NPU(s) allocated but {len(chips)} /dev/davinci<N> node(s)",
-                f"ASCEND_VISIBLE_DEVICES={report.env.get('ASCEND_VISIBLE_DEVICES')!r}",
+                f"ASCEND_VISIBLE_DEVICES={visible!r}",
             )
         )
     if not chips:
@@ -179,7 +180,7 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
             _finding(
                 "device-node",
                 "no /dev/davinci<N> device node in the container",
-                f"ASCEND_VISIBLE_DEVICES={report.env.get('ASCEND_VISIBLE_DEVICES')!r}",
+                f"ASCEND_VISIBLE_DEVICES={visible!r}",
             )
         )
     for node in ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"):

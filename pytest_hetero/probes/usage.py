@@ -212,7 +212,7 @@ def npu_smi_source(ids: list[int] | None = None, runner: Callable[[list[str]], s
     the NPU ids ``npu-smi info -l`` lists). ``runner`` runs a command and returns its stdout (raises
     OSError / CalledProcessError / TimeoutExpired on failure); tests pass one. Never raises."""
     from pytest_hetero.probes.ascend import parse_visible
-    from pytest_hetero.probes.ascend_kv import parse_npu_kv
+    from pytest_hetero.probes.ascend_kv import NpuUsage, parse_npu_usage
 
     if runner is None:
         if shutil.which("npu-smi") is None:
@@ -227,8 +227,7 @@ def npu_smi_source(ids: list[int] | None = None, runner: Callable[[list[str]], s
             return Source("npu-smi", "", unavailable="npu-smi info -l lists no NPU")
         devices: dict[str, DeviceFacts] = {}
         for npu in ids:
-            chips = parse_npu_kv(runner(["npu-smi", "info", "-t", "memory", "-i", str(npu)]).splitlines()).chips()
-            capacity = _number(chips[0].values.get("HBM Capacity(MB)")) if chips else None
+            capacity = parse_npu_usage(runner(["npu-smi", "info", "-t", "memory", "-i", str(npu)])).hbm_capacity_mb
             devices[str(npu)] = {"name": f"NPU {npu}", "memory_total_mib": capacity}
     except (OSError, subprocess.SubprocessError) as exc:
         return Source("npu-smi", "", unavailable=f"npu-smi: {exc}")
@@ -237,13 +236,12 @@ def npu_smi_source(ids: list[int] | None = None, runner: Callable[[list[str]], s
         out: Reading = {}
         for npu in ids or []:
             try:
-                chips = parse_npu_kv(runner(["npu-smi", "info", "-t", "usages", "-i", str(npu)]).splitlines()).chips()
+                got = parse_npu_usage(runner(["npu-smi", "info", "-t", "usages", "-i", str(npu)]))
             except (OSError, subprocess.SubprocessError):
-                chips = []
-            values = chips[0].values if chips else {}
-            rate, capacity = _number(values.get("HBM Usage Rate(%)")), _number(devices[str(npu)]["memory_total_mib"])
+                got = NpuUsage()
+            rate, capacity = got.hbm_rate_pct, _number(devices[str(npu)]["memory_total_mib"])
             used = None if rate is None or capacity is None else round(rate * capacity / 100.0, 1)
-            out[str(npu)] = (used, _number(values.get("Aicore Usage Rate(%)")))
+            out[str(npu)] = (used, got.aicore_rate_pct)
         return out
 
     return Source("npu-smi", "each NPU's HBM and AI Core as a whole (every process on it), read through npu-smi",
@@ -631,19 +629,18 @@ def inside(values: dict[str, Measured]) -> dict[str, Measured]:
 
 
 def peak_rss(child_kib: int, inherited_kib: int,
-             forker: str = "the session sandbox's supervisor, or the gate") -> tuple[float | None, dict[str, str]]:
+             forker: str = "the session sandbox's supervisor, or the gate") -> tuple[float | None, str | None]:
     """The run's peak RSS in MiB from its ``wait4`` ``ru_maxrss`` (KiB), or None and why.
 
     Linux carries a process's RSS high-water mark across ``exec`` (``signal->maxrss``), so a child starts
     from the high-water mark of the process that forked it (``forker``, named in the reason) at the fork
     (``inherited_kib``, ``RUSAGE_SELF`` just before it) and ``ru_maxrss`` is max(that, the run's own peak).
     Above it, the figure is the run's; at or below it, the run's peak is unknown (only that it was no
-    higher): ``(None, {"peak_rss_unmeasured": reason})``."""
+    higher): ``(None, reason)``; the reason is None when the figure is the run's."""
     if child_kib > inherited_kib:
-        return round(child_kib / 1024.0, 2), {}
-    return None, {"peak_rss_unmeasured": f"at most {inherited_kib / 1024.0:.1f} MiB: the run's rusage starts from "
-                                         f"the peak RSS of the process that forked it ({forker}), and the run "
-                                         "never exceeded it"}
+        return round(child_kib / 1024.0, 2), None
+    return None, (f"at most {inherited_kib / 1024.0:.1f} MiB: the run's rusage starts from the peak RSS of the "
+                  f"process that forked it ({forker}), and the run never exceeded it")
 
 
 def rusage_run_time(peak_rss_mib: float | None, cpu_s: float | None, rss_note: str | None) -> dict[str, Measured]:

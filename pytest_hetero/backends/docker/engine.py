@@ -37,6 +37,7 @@ from pytest_hetero.backends.docker import usage as docker_usage
 from pytest_hetero.backends.docker.api import (
     ContainerState,
     ImageInspect,
+    Listed,
     container_state,
     exec_inspect,
     inspect_container,
@@ -174,7 +175,7 @@ class DockerBackend(Backend):
     @outage.engine_guarded
     def start(self, step: Step) -> Started:
         """Start the resource × image container (the image as :meth:`identify` resolved it)."""
-        image_id = self.session.image_ids.get(step.image.name) or self.identify(step).handle
+        image_id = self._image_id(step)
         key = (step.resource.name, step.image.name)
         try:
             workload = self.launch(step, str(image_id))
@@ -185,6 +186,10 @@ class DockerBackend(Backend):
         return Started(name=workload["name"], handle=workload,
                        usage=self._usage(workload))
 
+    def _image_id(self, step: Step) -> object:
+        """The id of ``step``'s image as this session resolved it, or as :meth:`identify` resolves it now."""
+        return self.session.image_ids.get(step.image.name) or self.identify(step).handle
+
     def _usage(self, workload: DockerWorkload, outcome: str | None = None) -> UsageFacts:
         """The container's usage facts (:func:`.usage.container_facts`), kept on ``workload`` for its
         model runs; what was last known when the engine cannot be asked."""
@@ -193,7 +198,7 @@ class DockerBackend(Backend):
                                                              outcome)
         except docker.errors.APIError:
             pass
-        known: UsageFacts = workload.get("usage") or UsageFacts()
+        known: UsageFacts = workload["usage"] or UsageFacts()
         return known.copy()
 
     @outage.engine_guarded
@@ -240,7 +245,7 @@ class DockerBackend(Backend):
         A failure leaves ``workload["dirty"]`` set, so the next model run resets before it starts.
         """
         try:
-            why = run.reset(self.session.api, workload["id"], workload.get("dev") or [],
+            why = run.reset(self.session.api, workload["id"], workload["dev"] or [],
                             workload["user"] or run.GATE_USER)
         except docker.errors.APIError as exc:
             why = f"the engine refused the reset exec: {exc}"
@@ -300,7 +305,8 @@ class DockerBackend(Backend):
         # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
         workload: DockerWorkload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0, "dirty": False,
                                     "user": user, "limit_bytes": request.mem_limit,
-                                    "started_monotonic": time.monotonic()}
+                                    "started_monotonic": time.monotonic(), "stopped_by_run": None, "usage": None,
+                                    "dev": None, "created_at": None}
         self._keep(key, workload, alone is not None)
         if alone is None:
             return self._started(ctx, workload, image_id, mounts, request, keeper, alone)
@@ -435,9 +441,9 @@ class DockerBackend(Backend):
         workload = s.workloads.get(key)
         started_here: StartedHere | None = None
         note = "no container from a startup item in this session; started here"
-        if workload is not None and not workload.get("stopped_by_run") and "dev" in workload:
+        if workload is not None and not workload["stopped_by_run"] and workload["dev"] is not None:
             self._note_stopped_by_run(workload)
-        if workload is not None and workload.get("stopped_by_run"):  # that run's failure, not this one's
+        if workload is not None and workload["stopped_by_run"]:  # that run's failure, not this one's
             note = f"the container was stopped by an earlier run ({workload['stopped_by_run']}); started again here"
             self._remove(workload["id"])
             s.workloads.pop(key, None)
@@ -448,18 +454,20 @@ class DockerBackend(Backend):
             workload = self.launch(ctx, str(identity.handle))
             started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what}
         self.ensure_running(ctx, workload, "before the model run")
-        if "dev" not in workload:  # before any model ran in it: what the reset keeps of /dev
+        if workload["dev"] is None:  # before any model ran in it: what the reset keeps of /dev
             workload["dev"] = run.dev_baseline(s.api, workload["id"], workload["user"] or run.GATE_USER)
         reset_before = workload["dirty"]
         if reset_before and (why := self._reset(workload)):
             raise ActionFailed(f"container {workload['name']} could not be returned to its started state before "
                                f"the model run: {why}", "container_not_reset")
-        return self._run_in(ctx, workload, started_here, reset_before)
+        return self._run_in(ctx, workload, started_here, reset_before)[0]
 
     def _run_in(self, ctx: Step, workload: DockerWorkload, started_here: StartedHere | None,
-                reset_before: bool | None) -> ExecResult:
+                reset_before: bool | None) -> tuple[ExecResult, tuple[float | None, float | None]]:
         """The model run in ``workload``'s running container (see :meth:`execute`); ``reset_before`` None: the
-        container is the run's own (:meth:`_run_alone`), neither reset before nor after."""
+        container is the run's own (:meth:`_run_alone`), neither reset before nor after. Returns the result and the
+        exec's window, epoch s (``details["workload"]``'s ``started``/``ended``; None when its container's facts
+        could not be read)."""
         s = self.session
         model, dataset = ctx.model, ctx.dataset
         code = code_of(ctx.matrix, model)
@@ -487,15 +495,18 @@ class DockerBackend(Backend):
                                                                      NOT_SAMPLED) for name in RUN_TIME_UNITS})
         if tool:
             docker_devices.finish(s.api, workload["id"], user, run_dir, result.details["usage"], tool, refused)
-        container = workload.get("usage") or self._usage(workload)
+        container = workload["usage"] or self._usage(workload)
+        window: tuple[float | None, float | None] = (None, None)
         if container:
-            result.details["workload"] = docker_usage.exec_facts(container, begun, time.time())
+            ended = time.time()
+            window = (begun, ended)
+            result.details["workload"] = docker_usage.exec_facts(container, begun, ended)
         if started_here is not None:
             result.details["image"] = started_here
             result.details["workload_started"] = dict(container)
         result.failure = run_failure(s.api, ctx, workload, result, values["python"])
         self._finish_run(ctx, workload, result, values["outputs"], reset_before)
-        return result
+        return result, window
 
     def _plan(self, ctx: Step, concurrency: Concurrency) -> Plan:
         """How the per-run model runs of ``ctx``'s resource × image go (:mod:`.spread`): the resource's device
@@ -544,7 +555,7 @@ class DockerBackend(Backend):
                 started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what}
             workload = self.launch(ctx, image_id, alone=slot)
             running = time.time()
-            result = self._run_in(ctx, workload, started_here, None)
+            result, ran = self._run_in(ctx, workload, started_here, None)
             result.details["isolation"] = docker_spread.isolation(slot, s.conf.network, width)
             facts = self._usage(workload, "completed" if result.exit_code == 0 else "failed")
         finally:
@@ -555,7 +566,6 @@ class DockerBackend(Backend):
                 except docker.errors.DockerException:
                     pass  # left to the engine's close (owner label)
             slots.give(slot)
-        ran: UsageFacts = result.details.get("workload") or UsageFacts()  # the exec's own window (.usage.exec_facts)
         result.details.pop("workload_started", None)  # the run's container is its workload, counted once
         if facts:
             facts["released"] = removed
@@ -656,7 +666,7 @@ class DockerBackend(Backend):
     @outage.engine_guarded
     def start_job(self, step: Step, spec: JobSpec) -> Job:
         """One container per rank of ``spec`` from the image as :meth:`identify` resolved it (:mod:`.jobs`)."""
-        image_id = self.session.image_ids.get(step.image.name) or self.identify(step).handle
+        image_id = self._image_id(step)
         return docker_jobs.start(self.session, step, spec, str(image_id), self.session.conf.python)
 
     def job_logs(self, job: Job, rank: int) -> str:
@@ -690,18 +700,19 @@ class DockerBackend(Backend):
             api = s.api  # reconnects after an engine outage
             for image in api.images(all=True, filters={"label": f"{OWNER}={s.owner}"}):
                 api.remove_image(image["Id"], force=True)
-            found = api.containers(all=True, filters={"label": f"{OWNER}={s.owner}"})
+            found = [Listed.parse(c, "Names", "Id")
+                     for c in api.containers(all=True, filters={"label": f"{OWNER}={s.owner}"})]
             if s.settings.keep:
                 prefix = "" if s.local else f"DOCKER_HOST={s.conn.get('base_url')} "
                 for c in found:
-                    sys.stderr.write(f"pytest-hetero: kept container {c['Names'][0].lstrip('/')} "
-                                     f"({c['Labels'].get(LABEL + 'resource')} × "
-                                     f"{c['Labels'].get(LABEL + 'image')}): {prefix}docker exec -it "
-                                     f"{c['Names'][0].lstrip('/')} /bin/sh; remove with: hetero cleanup "
+                    sys.stderr.write(f"pytest-hetero: kept container {c.name} "
+                                     f"({c.labels.get(LABEL + 'resource')} × "
+                                     f"{c.labels.get(LABEL + 'image')}): {prefix}docker exec -it "
+                                     f"{c.name} /bin/sh; remove with: hetero cleanup "
                                      f"--run-id {s.settings.run_id}\n")
                 return
             for c in found:
-                self._remove(c["Id"])
+                self._remove(c.id)
         except (docker.errors.DockerException, EngineUnavailable, *run.CONNECTION_LOST) as exc:
             sys.stderr.write(f"pytest-hetero: docker cleanup of run {s.settings.run_id} incomplete: {exc}; "
                              f"run: hetero cleanup --run-id {s.settings.run_id}\n")

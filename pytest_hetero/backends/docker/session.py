@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 import docker
 import docker.errors
@@ -22,15 +22,13 @@ from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable, Usa
 from pytest_hetero.backends.spread import Spread
 from pytest_hetero.settings import Settings
 
-if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
-
 
 class DockerWorkload(TypedDict):
     """The resource × image container a session started (:attr:`DockerSession.workloads`; the engine's
-    ``Started.handle``): written whole when it is created, then ``stopped_by_run`` (which run stopped it),
-    ``usage`` (its last :class:`~pytest_hetero.backends.protocol.UsageFacts`) and ``dev`` (its ``/dev`` entries
-    before the first model run, which the reset keeps) are added as the engine learns them.
+    ``Started.handle``): written whole when it is created (the fields the engine learns later None), then
+    ``stopped_by_run`` (which run stopped it), ``usage`` (its last
+    :class:`~pytest_hetero.backends.protocol.UsageFacts`) and ``dev`` (its ``/dev`` entries before the first model
+    run, which the reset keeps) are set as the engine learns them.
 
     ``id``/``name``: the container's; ``labels``: those it was created with; ``oom_kills``: the cgroup's OOM kill
     count last read; ``dirty``: a run used it since its last reset; ``user``: the uid model runs exec as;
@@ -45,11 +43,12 @@ class DockerWorkload(TypedDict):
     user: str
     limit_bytes: int | None
     started_monotonic: float
-    stopped_by_run: NotRequired[str]
-    usage: NotRequired[UsageFacts]
-    dev: NotRequired[list[str]]
-    created_at: NotRequired[float]
-    """A model run's own container (``model_runs: per-run``, :mod:`.spread`): when it was created (epoch s)."""
+    stopped_by_run: str | None
+    usage: UsageFacts | None
+    dev: list[str] | None
+    created_at: float | None
+    """A model run's own container (``model_runs: per-run``, :mod:`.spread`): when it was created (epoch s;
+    None: the resource × image container)."""
 
 
 @dataclass

@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
@@ -52,6 +53,7 @@ from pytest_hetero.backends.protocol import (
 from pytest_hetero.backends.sandbox import (
     SECCOMP_FD,
     Confinement,
+    ConfinementFacts,
     Launch,
     Sandbox,
     SandboxRefused,
@@ -97,6 +99,22 @@ class InterpreterAnswer(TypedDict):
     onnxruntime: NotRequired[str]
     providers: NotRequired[list[str]]
     onnxruntime_error: NotRequired[str]
+
+
+@dataclass(frozen=True)
+class ProcessRun:
+    """The model process one :meth:`LocalBackend.run_model` ran, as the per-run model runs read it
+    (:meth:`LocalBackend._run_alone`): its usage ``facts`` (``details["workload"]``, :func:`process_usage`) with
+    their ``workload`` id, ``started``/``ended`` (epoch s) and ``cpu_s`` (its tree's CPU-seconds; None: not
+    measured), and
+    how it was confined (``confinement``: ``details["isolation"]``)."""
+
+    facts: UsageFacts
+    workload: str
+    started: float
+    ended: float
+    cpu_s: float | None
+    confinement: ConfinementFacts
 
 
 class LocalBackend(Backend):
@@ -218,7 +236,7 @@ class LocalBackend(Backend):
         :mod:`.spread`)."""
         if wanted(step):
             return self.spread.execute(step, functools.partial(self._plan, step))
-        return self.run_model(step)
+        return self.run_model(step)[0]
 
     def _plan(self, step: Step, concurrency: Concurrency) -> Plan:
         """How the per-run model runs of ``step``'s resource × image go (:mod:`.spread`): the resource's device
@@ -251,23 +269,21 @@ class LocalBackend(Backend):
             if self.running.stopped:
                 raise ActionFailed("the gate stopped before this model run's sandbox was started", "harness")
             run = local_spread.pin(slot, step.resource, width)
-            result = self.run_model(step, run)
+            result, ran = self.run_model(step, run)
         finally:
             ended = time.time()
             slots.give(slot)
-        result.details["isolation"] = local_spread.isolation(result.details.get("isolation"), run,
-                                                             step.model.network)
-        ran: UsageFacts = result.details.get("workload") or UsageFacts()
-        started = ran.get("started")  # a local process is created and running at its own start
-        result.details["spread"] = {"process": ran.get("workload"), **spread_facts(
-            slot, width, queued, got, waited, started, started, ran, ended)}
-        unkept = local_spread.pin_kept(run, ran.get("cpu_s"), result.duration_s)
+        result.details["isolation"] = local_spread.isolation(ran.confinement, run, step.model.network)
+        started = ran.started  # a local process is created and running at its own start
+        result.details["spread"] = {"process": ran.workload, **spread_facts(
+            slot, width, queued, got, waited, started, started, (ran.started, ran.ended), ended)}
+        unkept = local_spread.pin_kept(run, ran.cpu_s, result.duration_s)
         if unkept is not None:  # it widened its CPU affinity: the pin did not hold
             result.details["spread"]["pinning"] = unkept
             result.details["isolation"] = local_spread.unkept(result.details["isolation"], unkept)
         return result
 
-    def run_model(self, step: Step, run: local_spread.Pin | None = None) -> ExecResult:
+    def run_model(self, step: Step, run: local_spread.Pin | None = None) -> tuple[ExecResult, ProcessRun]:
         """Run the entrypoint confined (:mod:`~pytest_hetero.backends.sandbox`; cwd: matrix folder) with the
         layer timeout; how it was confined is ``details["isolation"]`` (``Confinement.facts``); the
         resource type's device or cgroup is sampled meanwhile (``details["usage"]``,
@@ -279,7 +295,8 @@ class LocalBackend(Backend):
         an outputs file over :data:`~pytest_hetero.backends.streams.MAX_OUTPUTS_BYTES`, or not a plain
         file, is refused by its metadata without being read (``failure`` ``outputs_too_large`` /
         ``bad_outputs``). ``run``: a per-run model run's pinning (:mod:`.spread`): a sandbox of its own, its
-        device variable, its CPU affinity, killed at :meth:`close`; None: the session's sandbox."""
+        device variable, its CPU affinity, killed at :meth:`close`; None: the session's sandbox. Returns the
+        result and the :class:`ProcessRun` of the process (what ``details`` holds of it, typed)."""
         python = self.interpreter(step)
         model = step.model
         code = model.code or step.matrix.path.parent
@@ -308,18 +325,23 @@ class LocalBackend(Backend):
                     if launch.confinement.mechanism == "bubblewrap" else
                     "not withheld: the run was unconfined and could read every file the gate can",
                     "files": withheld}
+            cpu_s: float | None = result.details.pop("cpu_s", None)
             result.details["usage"] = usage.result()
-            result.details["run_time"] = rusage_run_time(result.peak_rss_mib, result.details.get("cpu_s"),
+            result.details["run_time"] = rusage_run_time(result.peak_rss_mib, cpu_s,
                                                          result.details.get("peak_rss_unmeasured"))
-            result.details["workload"] = process_usage(step, begun, time.time(), result)
-            result.details["isolation"] = launch.confinement.facts()
+            workload = f"process/{uuid.uuid4().hex[:12]}"
+            ended = time.time()
+            facts = result.details["workload"] = process_usage(step, workload, begun, ended, cpu_s, result)
+            confinement = result.details["isolation"] = launch.confinement.facts()
+            ran = ProcessRun(facts=facts, workload=workload, started=begun, ended=ended, cpu_s=cpu_s,
+                             confinement=confinement)
             if result.failure is not None:
-                return result
+                return result, ran
             try:
                 result.outputs = read_outputs(outputs)
             except OutputsRefused as exc:
                 result.failure = {"category": exc.category, "message": exc.message}
-            return result
+            return result, ran
 
 
 def truth_withheld(step: Step, folders: list[Path], given: list[Path]) -> list[dict[str, str]]:
@@ -343,18 +365,19 @@ def truth_withheld(step: Step, folders: list[Path], given: list[Path]) -> list[d
     return list(out.values())
 
 
-def process_usage(step: Step, begun: float, ended: float, result: ExecResult) -> UsageFacts:
-    """The usage facts (:data:`~pytest_hetero.backends.protocol.USAGE_FACTS`) of one model process:
-    namespace ``local``, the resource's requests (nothing reserves them on a single host: request-seconds
-    are what the run would have asked a scheduler for), started/ended at ``begun``/``ended`` (epoch s; no
-    placement, so no idle time), ``cpu_s`` the process tree's CPU-seconds (rusage, popped from
-    ``result.details``), attempts the sandbox starts."""
-    return {"workload": f"process/{uuid.uuid4().hex[:12]}", "object": "process", "name": " ".join(result.argv[:2]),
+def process_usage(step: Step, workload: str, begun: float, ended: float, cpu_s: float | None,
+                  result: ExecResult) -> UsageFacts:
+    """The usage facts (:data:`~pytest_hetero.backends.protocol.USAGE_FACTS`) of one model process ``workload``
+    (``process/<id>``): namespace ``local``, the resource's requests (nothing reserves them on a single host:
+    request-seconds are what the run would have asked a scheduler for), started/ended at ``begun``/``ended``
+    (epoch s; no placement, so no idle time), ``cpu_s`` the process tree's CPU-seconds (rusage, None: not
+    measured), attempts the sandbox starts."""
+    return {"workload": workload, "object": "process", "name": " ".join(result.argv[:2]),
             "namespace": "local", "tenant": None, "requests": dict(step.resource.requests),
             "submitted": begun, "started": begun, "ended": ended, "released": ended,
             "attempts": int(result.details.get("sandbox_attempts") or 1),
             "outcome": "completed" if result.exit_code == 0 and not result.timed_out else "failed",
-            "cpu_s": result.details.pop("cpu_s", None)}
+            "cpu_s": cpu_s}
 
 
 SANDBOX_ATTEMPTS = 2
@@ -582,7 +605,9 @@ def _ended(argv: list[str], status: int, fired: bool, start: float, out: CappedS
     return ExecResult(argv=argv, exit_code=None if fired else os.waitstatus_to_exitcode(status),
                       duration_s=time.perf_counter() - start, stdout=out.text(), stderr=err.text(), outputs=None,
                       timed_out=fired, peak_rss_mib=peak,
-                      details={**out.facts("stdout"), **err.facts("stderr"), **rss_note, "cpu_s": round(cpu_s, 4)})
+                      details={**out.facts("stdout"), **err.facts("stderr"),
+                               **({"peak_rss_unmeasured": rss_note} if rss_note is not None else {}),
+                               "cpu_s": round(cpu_s, 4)})
 
 
 def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float, cpus: frozenset[int] | None = None,

@@ -41,7 +41,7 @@ import signal
 import socket
 import sys
 import warnings  # noqa: F401 - os.execvpe imports it late, once the interpreter is unmounted
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, final
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -118,12 +118,18 @@ class RunRequest(TypedDict):
     limits: RunLimits | None
 
 
-class Answer(TypedDict, total=False):
-    """A message to the gate (module docstring): ``ready`` or ``error`` on the control socket; on a run's link
-    its wait ``status``, ``utime``/``stime`` (s), ``maxrss`` and ``inherited_kib`` (KiB), or the ``error``."""
+@final
+class Ready(TypedDict):
+    """The message on the control socket once set up (module docstring)."""
 
-    ready: bool
-    error: str
+    ready: Literal[True]
+
+
+@final
+class RunEnded(TypedDict):
+    """The answer on a run's link once the run ended: its wait ``status``, ``utime``/``stime`` (s), ``maxrss`` and
+    ``inherited_kib`` (KiB)."""
+
     status: int
     utime: float
     stime: float
@@ -131,7 +137,20 @@ class Answer(TypedDict, total=False):
     inherited_kib: int
 
 
-def _send(sock: socket.socket, message: Answer) -> None:
+@final
+class RunRefused(TypedDict):
+    """The answer on a run's link when the run never started: the ``error``."""
+
+    error: str
+
+
+RunAnswerDoc = RunEnded | RunRefused
+"""Every answer on a run's link: exactly one of them, once."""
+Answer = Ready | RunRefused
+"""Every message on the control socket: ready, or why not (then PID 1 exits)."""
+
+
+def _send(sock: socket.socket, message: Answer | RunAnswerDoc) -> None:
     try:
         sock.send(json.dumps(message).encode())
     except OSError:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.sandbox.init import Answer, RunLimits, RunRequest
+    from pytest_hetero.backends.sandbox.init import Answer, RunAnswerDoc, RunLimits, RunRequest
 
 INIT_SOURCE = Path(__file__).with_name("init.py")
 """The program PID 1 of the sandbox runs (its text is handed over with ``-c``: no file of the gate is read
@@ -124,8 +124,9 @@ class Zygote:
             theirs.close()
         self.control = ours
         answer = self._receive(ours, READY_TIMEOUT_S)
-        if not answer.get("ready"):
-            why = answer.get("error") or self._stderr() or "the sandbox ended before it was ready"
+        if answer is None or "error" in answer:
+            why = (answer["error"] if answer is not None else "") or self._stderr() \
+                or "the sandbox ended before it was ready"
             self.close()
             raise ZygoteFailed(str(why))
         assert self.proc.stderr is not None
@@ -142,16 +143,16 @@ class Zygote:
         return self.proc.stderr.read().decode("utf-8", "replace").strip()[-2000:]
 
     @staticmethod
-    def _receive(sock: socket.socket, timeout_s: float) -> Answer:
-        """One JSON message from ``sock`` within ``timeout_s``; ``{}`` on EOF or timeout."""
+    def _receive(sock: socket.socket, timeout_s: float) -> Answer | None:
+        """One JSON message from ``sock`` within ``timeout_s``; None on EOF or timeout."""
         if not select.select([sock], [], [], timeout_s)[0]:
-            return {}
+            return None
         try:
             data = sock.recv(1 << 16)
         except OSError:
-            return {}
+            return None
         if not data:
-            return {}
+            return None
         answer: Answer = json.loads(data)
         return answer
 
@@ -267,10 +268,10 @@ class ZygoteRun:
         if not data:
             self.answer = RunAnswer(error=f"the run was lost: {why}", lost=True)
             return
-        got: Answer = json.loads(data)
-        self.answer = RunAnswer(status=got.get("status"), utime=float(got.get("utime") or 0.0),
-                                stime=float(got.get("stime") or 0.0), maxrss=int(got.get("maxrss") or 0),
-                                inherited_kib=int(got.get("inherited_kib") or 0), error=str(got.get("error") or ""))
+        got: RunAnswerDoc = json.loads(data)
+        self.answer = RunAnswer(status=got["status"], utime=float(got["utime"]), stime=float(got["stime"]),
+                                maxrss=int(got["maxrss"]), inherited_kib=int(got["inherited_kib"])) \
+            if "status" in got else RunAnswer(error=str(got["error"]))
 
     def wait(self, poll_s: float) -> RunAnswer:
         """Block until answered, killing the run at its deadline; close the link."""
