@@ -70,3 +70,27 @@ def test_as_document_checks_without_copying() -> None:
         as_document({"untested": {"items": []}})
     with pytest.raises(DocumentError, match="the document is a list, not an object"):
         as_document([])
+
+
+@pytest.mark.parametrize("fmt", ["html", "md", "junit", "ctrf", "dossier"])
+def test_an_untested_entry_without_blocked_by_renders_as_one_blocked_by_nothing(tmp_path: Path, fmt: str) -> None:
+    """The renderers subscript an untested entry's ``blocked_by``; the loader accepted an entry without it (read as
+    none before the renderers were typed), so the loader gives it ``None``: the rendering is the same bytes as for
+    the entry written with ``blocked_by: null``."""
+    outs = []
+    def drop(doc: dict[str, Any]) -> None:
+        for entry in doc["untested"]["items"]:
+            entry.pop("blocked_by", None)
+
+    def null(doc: dict[str, Any]) -> None:
+        for entry in doc["untested"]["items"]:
+            entry["blocked_by"] = None
+
+    for name, change in (("runqa", drop), ("runqb", null)):
+        bundle = make_bundle(tmp_path / name, sample_evidence(), None)
+        _edit(bundle, change)
+        assert json.loads((bundle / "evidence.json").read_text())["untested"]["items"]
+        out = tmp_path / f"{name}.{fmt}"
+        assert hetero("render", str(bundle), "--format", fmt, "--out", str(out)) == 0
+        outs.append(out.read_bytes().replace(name.encode(), b"X"))
+    assert outs[0] == outs[1]

@@ -612,7 +612,8 @@ def as_document(value: object) -> EvidenceDocument:
         raise DocumentError("untested.items", "missing" if untested is None else f"is {_kind(untested)}, not a list")
     for n, entry in enumerate(untested):
         _check(entry, _UNTESTED_TYPES, f"untested.items[{n}]")
-        if type(entry.get("reason")) is not str or not isinstance(entry.get("blocked_by", ""), (str, type(None))):
+        entry.setdefault("blocked_by", None)  # the readers subscript it; absent has always been read as none
+        if type(entry.get("reason")) is not str or not isinstance(entry["blocked_by"], (str, type(None))):
             raise DocumentError(f"untested.items[{n}]", "is not an untested entry {reason: string, blocked_by: "
                                                         "string or null}")
     return cast(EvidenceDocument, value)
