@@ -93,20 +93,41 @@ def parse_dump(stdout: str) -> dict[str, str]:
     return files
 
 
+@dataclass(frozen=True)
+class RunDirFiles:
+    """The run dir's evidence files the gate reads back (:func:`dump_script`), as text ("" for a file that is
+    absent): the wrapper's ``rusage`` JSON, ``no_wrapper`` (the interpreter the image lacked, :data:`NO_WRAPPER`),
+    its ``samples`` and the device sampler's ``devices``."""
+
+    rusage: str = ""
+    no_wrapper: str = ""
+    samples: str = ""
+    devices: str = ""
+
+    @classmethod
+    def of(cls, files: Mapping[str, str]) -> RunDirFiles:
+        """The files of ``files`` (name → text, as :func:`parse_dump` reads them)."""
+        return cls(rusage=files.get(".rusage", ""),
+                   no_wrapper=files.get(NO_WRAPPER, ""),
+                   samples=files.get(".samples", ""),
+                   devices=files.get(".devices", ""))
+
+
 def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str
               ) -> tuple[UsageRecord, dict[str, Measured]]:
-    """:func:`evidence` from the run dir's files (name → text; an absent file: ""), or unavailable
-    because of ``why``."""
-    nowrap = files.get(NO_WRAPPER, "").strip()
+    """:func:`evidence` from the run dir's files (name → text; an absent file: "", :class:`RunDirFiles`), or
+    unavailable because of ``why``."""
+    found = RunDirFiles.of(files)
+    nowrap = found.no_wrapper.strip()
     if why is None and nowrap:
         why = f"the image has no {nowrap} to run the gate's in-pod wrapper (rusage and cgroup samples)"
     if why is not None:
         return unavailable(why), inside({name: measured(name, None, f"in-pod wrapper ({SOURCE})", why)
                                          for name in RUN_TIME_UNITS})
-    usage = _series(files.get(".samples", ""), pod)
-    if files.get(".devices", "").strip():
-        add_devices(usage, files[".devices"])
-    return usage, inside(_rusage(files.get(".rusage", ""), run_s))
+    usage = _series(found.samples, pod)
+    if found.devices.strip():
+        add_devices(usage, found.devices)
+    return usage, inside(_rusage(found.rusage, run_s))
 
 
 def _rusage(text: str, run_s: float) -> dict[str, Measured]:

@@ -80,12 +80,13 @@ def finish(api: docker.APIClient, cid: str, user: str, run_dir: str, usage: Usag
             why = "" if code == 0 else f"its folder could not be read (exit {code})"
         except docker.errors.APIError as exc:
             why = f"its samples could not be read: {exc.explanation or exc}"
-    nowrap = files.get(runtime.NO_WRAPPER, "").strip()
+    found = runtime.RunDirFiles.of(files)
+    nowrap = found.no_wrapper.strip()
     if nowrap:
         why = f"the image has no {nowrap} to run the gate's device sampler"
-    if why or not files.get(".devices", "").strip():
+    if why or not found.devices.strip():
         usage["device_sampling"] = {"source": tool, "scope": "", "interval_s": None, "available": False,
                                     "unavailable": why or f"the device sampler wrote no {tool} samples",
                                     "samples": 0, "errors": []}
         return
-    runtime.add_devices(usage, files[".devices"])
+    runtime.add_devices(usage, found.devices)
