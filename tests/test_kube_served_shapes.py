@@ -152,6 +152,35 @@ def test_a_status_reads_an_exec_exit_and_a_not_found_kind() -> None:
     assert (parse_status("[1]"), parse_status("not json"), parse_status(None)) == (None, None, parse_status("{}"))
 
 
+GATEWAY_BODY = """{"code": 403, "message": "denied by the gateway", "status": "PERMISSION_DENIED",
+ "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "IAM_PERMISSION_DENIED"}]}"""
+"""A refusal answered by an API gateway in front of the apiserver (a ``google.rpc.Status``: ``details`` a list)."""
+
+
+def test_a_body_whose_details_are_not_a_status_s_still_gives_its_message() -> None:
+    """A JSON object that is not a ``metav1.Status`` (``details`` a list, or ``causes`` not a list of objects) still
+    reads as its ``message``, with no kind and no causes, as the callers read it before the one parser: the refused
+    call's error says what the gateway said instead of raising AttributeError; an exec error channel whose
+    ExitCode cause is no number falls back on the message's ``exit status N``."""
+    from kubernetes.client.exceptions import ApiException
+
+    from pytest_hetero.backends.kubernetes.client import api_outcome, not_found_kind, status_message
+    from pytest_hetero.backends.kubernetes.podexec import exit_code
+
+    gateway = parse_status(GATEWAY_BODY)
+    assert gateway is not None and (gateway.message, gateway.kind, gateway.causes) == ("denied by the gateway", None, ())
+    odd = [parse_status(json.dumps({"message": "m", "details": details}))
+           for details in ("text", {"causes": "x"}, {"causes": ["x", None, {"reason": "ExitCode", "message": "2"}]})]
+    assert [(s.message, s.kind, s.causes) if s else None for s in odd] == [
+        ("m", None, ()), ("m", None, ()), ("m", None, (("ExitCode", "2"),))]
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = GATEWAY_BODY
+    assert (status_message(exc), not_found_kind(exc)) == ("denied by the gateway", "")
+    assert str(api_outcome(exc, "create pod p0")) == "create pod p0: HTTP 403: denied by the gateway"
+    assert exit_code(json.dumps({"status": "Failure", "message": "command terminated with non-zero exit code: "
+                                 "exit status 4", "details": {"causes": [{"reason": "ExitCode", "message": ["3"]}]}})) == 4
+
+
 def test_a_local_queue_of_old_kueue_reads_its_flavor_usage_apart() -> None:
     """A LocalQueue of Kueue before v0.9 names its usage ``flavorUsage``: kept apart from ``flavorsUsage`` (None)."""
     queue = parse_queue(_load(NEW_LOCAL_QUEUE))

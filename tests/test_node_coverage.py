@@ -197,6 +197,26 @@ def test_catalog_lists_node_levels_and_unvalidated_nodes(tmp_path: Path) -> None
     assert json.dumps(row)  # JSON-ready
 
 
+def test_catalog_reads_node_entries_that_lack_their_levels_or_reason(tmp_path: Path) -> None:
+    """A status read with --allow-unsigned is whatever its statement says: a node_status entry without
+    ``task_types`` lists the node with no levels, an unvalidated entry without ``reason`` a reason of None, as the
+    catalogue read them before the subscripts (a KeyError there)."""
+    from typing import cast
+
+    from pytest_hetero.evidence.document import NodeStatus, UnvalidatedNode
+    from pytest_hetero.evidence.views import BundleStatus
+    from pytest_hetero.reporting.catalog import catalog_rows, catalog_text
+
+    [pool] = pool_status(matrix(tmp_path, None), run_items(False), "2026-12-02T10:00:00Z")
+    pool["node_status"] = [cast(NodeStatus, {"node": "n1"})]
+    pool["unvalidated"] = [cast(UnvalidatedNode, {"node": "n2"})]
+    status: BundleStatus = {"bundle": tmp_path, "digest": "cd" * 32, "verification": "unsigned",
+                            "validation": {"pools": [pool]}, "vsas": [], "run": {}, "untested": {}}
+    [row] = catalog_rows([status], parse_now("2026-12-02T11:00:00Z"))
+    assert (row["node_levels"], row["unvalidated"]) == ({"n1": {}}, [{"node": "n2", "reason": None}])
+    assert "- n2: None" in catalog_text([row])
+
+
 def smoke_items(outcomes: dict[str, str]) -> list[ItemDict]:
     """:func:`run_items` with a node-coverage item whose smoke model run ended ``outcomes[node]`` on each node
     (``passed``: model proven there; ``failed``: the node failed on its smoke run, startup still proven)."""

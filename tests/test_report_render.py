@@ -207,6 +207,20 @@ def test_ctrf_document() -> None:
     assert results["extra"]["verdict"] == "fail"
 
 
+def test_ctrf_attaches_an_artifact_without_a_media_type_as_plain_text() -> None:
+    """The loader does not check an artifact's fields: one an edited evidence.json lists without ``media_type``
+    is attached as text/plain, as the renderer did before the subscript (a KeyError there); JUnit, which never
+    reads it, renders the item as before."""
+    evidence = sample_evidence()
+    model = next(i for i in evidence["items"] if i["artifacts"])
+    del model["artifacts"][0]["media_type"]
+    document = as_document(evidence)
+    tests = {t["name"]: t for t in render_ctrf(document)["results"]["tests"]}
+    assert tests[model["nodeid"]]["attachments"] == [{"name": "stdout.txt", "contentType": "text/plain",
+                                                      "path": "artifacts/cpu-host/py-current/stdout.txt"}]
+    assert render_junit(document).startswith(b"<?xml") and model["nodeid"].encode() in render_junit(document)
+
+
 def test_ctrf_of_a_real_run_is_valid(pytester: pytest.Pytester) -> None:
     from support import matrix_text
 

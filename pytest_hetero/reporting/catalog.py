@@ -76,9 +76,11 @@ def catalog_rows(statuses: list[BundleStatus], now: datetime) -> list[CatalogRow
     for name, (status, pool) in sorted(best.items()):
         rows.append({
             "pool": name, "type": pool["type"], "vendor": pool["vendor"], "nodes": list(pool["nodes"]),
-            "node_levels": {str(e["node"]): {t: v["level"] for t, v in sorted(e["task_types"].items())}
+            # a node entry as the statement holds it (read with --allow-unsigned, any shape): one without its
+            # levels or reason is listed without them, as before the entries were typed
+            "node_levels": {str(e.get("node")): {t: v["level"] for t, v in sorted((e.get("task_types") or {}).items())}
                             for e in pool.get("node_status") or []},
-            "unvalidated": [{"node": e["node"], "reason": e["reason"]} for e in pool.get("unvalidated") or []],
+            "unvalidated": [{"node": e.get("node"), "reason": e.get("reason")} for e in pool.get("unvalidated") or []],
             "coverage": pool.get("coverage", "one"),
             "requests": pool["requests"], "labels": pool["node_selector"], "queue": pool["queue"],
             "task_types": {t: e["level"] for t, e in sorted(pool["task_types"].items())},

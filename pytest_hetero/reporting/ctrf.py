@@ -176,7 +176,9 @@ def ctrf_test(entry: Entry) -> CtrfTest:
     elif entry["reason"]:
         test["message"] = str(entry["reason"])
     if item and item["artifacts"]:
-        test["attachments"] = [{"name": str(a["name"]), "contentType": str(a["media_type"] or "text/plain"),
+        # media_type: every artifact the gate writes has one, but the loader does not check an artifact's fields
+        # (an edited evidence.json's may lack it): text/plain then, as before
+        test["attachments"] = [{"name": str(a["name"]), "contentType": str(a.get("media_type") or "text/plain"),
                                 "path": str(a["path"])} for a in item["artifacts"]]
     return test
 

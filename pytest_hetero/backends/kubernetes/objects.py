@@ -24,6 +24,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     PortJSON,
     ServedEndpointSlice,
     ServedPod,
+    StatusDetails,
     StatusJSON,
     TerminatedState,
 )
@@ -373,7 +374,10 @@ class Status:
 
 def parse_status(text: str | bytes | None) -> Status | None:
     """A :class:`Status` from its JSON text (an ApiException's ``body``, an exec error channel's message); None
-    when the text is empty, not JSON, or not a JSON object (the caller then falls back on what it has)."""
+    when the text is empty, not JSON, or not a JSON object (the caller then falls back on what it has). The body
+    is whatever answered the call, not always the apiserver (a gateway in front of it answers a ``google.rpc.Status``
+    whose ``details`` is a list): ``details`` that is not an object reads as none, ``causes`` that is not a list
+    as none, and a cause that is not an object is left out. Never raises."""
     try:
         found = json.loads(text or "{}")
     except ValueError:
@@ -381,6 +385,9 @@ def parse_status(text: str | bytes | None) -> Status | None:
     raw: StatusJSON = found
     if not isinstance(found, dict):
         return None
-    details = raw.get("details") or {}
+    given = raw.get("details")
+    details: StatusDetails = given if isinstance(given, dict) else {}
+    listed = details.get("causes")
+    causes = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
     return Status(status=raw.get("status"), message=raw.get("message"), kind=details.get("kind"),
-                  causes=tuple((c.get("reason"), c.get("message")) for c in details.get("causes") or []))
+                  causes=tuple((c.get("reason"), c.get("message")) for c in causes))

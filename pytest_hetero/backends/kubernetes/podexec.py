@@ -83,7 +83,7 @@ def exit_code(status_text: str) -> int | None:
         if reason == "ExitCode" and message is not None:
             try:
                 return int(message)
-            except ValueError:
+            except (TypeError, ValueError):  # not a number (a Status not sent by the kubelet): the message below
                 pass
     found = re.search(r"exit status (\d+)", str(status.message or ""))
     return int(found.group(1)) if found else None
