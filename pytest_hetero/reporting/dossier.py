@@ -325,7 +325,8 @@ def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
         nodes = [str(n["name"]) for n in snap.get("nodes") or []]
         place = t("where.nodes", nodes=", ".join(nodes[:4])) if nodes else ", ".join(
             str(x.identity) for x in f.targets) or "?"
-        return t("proves.discovery", resource=res, where=place, at=when(item.get("finished_at")))
+        ran = item_of(item)  # an untested-only entry has no times
+        return t("proves.discovery", resource=res, where=place, at=when(ran["finished_at"] if ran else None))
     if layer == "scheduling":
         req = f.first(item, REQUEST)
         requests = _pairs((req["requests"] if req else None) or {})
