@@ -11,7 +11,7 @@ type; :class:`pytest_hetero.reporting.dossier_facts.Facts` reads records through
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast, final
 
 from pytest_hetero.evidence.document import RuleResult
 from pytest_hetero.probes.usage import UsageDevice, UsageRecord, UsageSeries
@@ -490,6 +490,35 @@ class MeasuredCommunicationData(TypedDict):
     sizes: list[MeasuredSize]
 
 
+class ObservedInventory(TypedDict):
+    """A host probe's inventory as ``discovery.snapshot`` keeps it
+    (:meth:`pytest_hetero.probes.model.Inventory.to_dict`, which writes every field): as far as the renderers read
+    it, its devices and when they were collected (None when the probe did not say)."""
+
+    devices: list[object]
+    collected_at: str | None
+
+
+@final
+class HostSnapshotData(TypedDict):
+    """``discovery.snapshot`` of a host probe (:mod:`pytest_hetero.layers.discovery`, which writes ``observed`` on
+    every such record; it never writes ``nodes``)."""
+
+    observed: ObservedInventory
+
+
+@final
+class PoolSnapshotData(TypedDict):
+    """``discovery.snapshot`` of a node pool (:mod:`pytest_hetero.layers.discovery`: ``nodes`` on every such record,
+    with the engine's :class:`~pytest_hetero.backends.protocol.PoolSnapshot`, whose ``taken_at``, ``requested`` and
+    ``capacity_view`` a third party's engine may leave out)."""
+
+    nodes: list[SnapshotNode]
+    taken_at: NotRequired[str]
+    requested: NotRequired[list[str]]
+    capacity_view: NotRequired[CapacityView]
+
+
 SUBMITTED_AT = Kind[SubmittedAtData]("scheduling.submitted")
 PLACED_AT = Kind[PlacedAtData]("scheduling.placed")
 ENVIRONMENT_DIGEST = Kind[ImageDigestData]("startup.environment")
@@ -498,6 +527,8 @@ POD_STARTED = Kind[PodStartData]("startup.pod")
 DIGEST_CHECK = Kind[DigestCheckData]("artifact.digest")
 SAMPLED_RULES = Kind[SampledRulesData]("business.rules")
 MEASURED_COMMUNICATION = Kind[MeasuredCommunicationData]("training.communication")
+SNAPSHOT_OF = Kind[HostSnapshotData | PoolSnapshotData]("discovery.snapshot")
+"""A snapshot is a host probe's or a node pool's: ``"nodes" in data`` tells them apart."""
 
 # --- typelay2 ---
 # The data of the record kinds the layers write (pytest_hetero/layers/), each written through its Kind

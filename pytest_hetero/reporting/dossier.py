@@ -40,7 +40,7 @@ from pytest_hetero.evidence.records import (
     RULES,
     RUN,
     SIMULATION,
-    SNAPSHOT,
+    SNAPSHOT_OF,
     USAGE,
 )
 from pytest_hetero.reporting import dossier_reserve
@@ -321,11 +321,12 @@ def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
     keys = dims(item)
     res, img = keys.resource or "", keys.image or ""
     if layer == "discovery":
-        snap = f.first(item, SNAPSHOT) or {}
-        nodes = [str(n["name"]) for n in snap.get("nodes") or []]
+        snap = f.first(item, SNAPSHOT_OF)
+        nodes = [str(n["name"]) for n in snap["nodes"]] if snap and "nodes" in snap else []
         place = t("where.nodes", nodes=", ".join(nodes[:4])) if nodes else ", ".join(
             str(x.identity) for x in f.targets) or "?"
-        return t("proves.discovery", resource=res, where=place, at=when(item.get("finished_at")))
+        ran = item_of(item)  # an untested-only entry has no times
+        return t("proves.discovery", resource=res, where=place, at=when(ran["finished_at"] if ran else None))
     if layer == "scheduling":
         req = f.first(item, REQUEST)
         requests = _pairs((req["requests"] if req else None) or {})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from pytest_hetero.evidence.records import SNAPSHOT, USAGE
+from pytest_hetero.evidence.records import SNAPSHOT_OF, USAGE
 from pytest_hetero.matrix.quantity import quantity_or_none
 from pytest_hetero.reporting.dossier_facts import Facts, number, short
 from pytest_hetero.reporting.dossier_text import Text
@@ -67,10 +67,10 @@ def capacity(f: Facts, t: Text) -> Capacity:
     rows: list[CapacityRow] = []
     notes: list[str] = []
     for item in f.by_layer["discovery"]:
-        for snap in f.all(item, SNAPSHOT):
-            nodes = snap.get("nodes")
-            if not isinstance(nodes, list):
+        for snap in f.all(item, SNAPSHOT_OF):
+            if "nodes" not in snap:
                 continue  # a host probe's snapshot: no node pool
+            nodes = snap["nodes"]
             view = snap.get("capacity_view") or {}
             pool = str(item["keys"].get("resource", ""))
             why = view.get("unavailable")

@@ -30,7 +30,7 @@ from pytest_hetero.evidence.records import (
     SAMPLED_RULES,
     SERVING_AUTH,
     SERVING_USAGE,
-    SNAPSHOT,
+    SNAPSHOT_OF,
     SUBMITTED,
     SUBMITTED_AT,
     USAGE,
@@ -193,11 +193,15 @@ def _fact(f: Facts, t: Text, layer: str, item: Entry) -> str:
     if item["nodeid"] not in f.records:
         return ""
     if layer == "discovery":
-        snap = f.first(item, SNAPSHOT) or {}
-        observed = snap.get("observed") or {}
-        count = len(snap.get("nodes") or observed.get("devices") or [])
-        return t("fact.snapshot", devices=count, at=when(observed.get("collected_at") or snap.get("taken_at")
-                                                          or (item["finished_at"] if "finished_at" in item else None)))
+        snap = f.first(item, SNAPSHOT_OF)
+        if snap is None:
+            count, at = 0, None
+        elif "nodes" in snap:  # a node pool's
+            count, at = len(snap["nodes"]), snap.get("taken_at")
+        else:  # a host probe's
+            count, at = len(snap["observed"]["devices"]), snap["observed"]["collected_at"]
+        return t("fact.snapshot", devices=count,
+                 at=when(at or (item["finished_at"] if "finished_at" in item else None)))
     if layer == "scheduling":
         placed = f.first(item, PLACED)
         return t("fact.placed", node=placed["node"], waited=placed["waited_s"]) if placed else ""
