@@ -347,3 +347,27 @@ def test_a_code_folder_shared_by_models_is_kept_once_and_never_copies_a_bundle(t
     assert sorted(inputs.written) == sorted([f"inputs/m/code/m0/{n}" for n in (".hetero-root", "m.matrix.yaml",
                                                                              "src/infer.py")]
                                             + ["inputs/m.matrix.yaml", "inputs/m/code/m0.sha256sum"])
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("id", 5, "run entry field 'id' is a int"),
+    ("invocation", "pytest -x", "run entry field 'invocation' is a str"),
+    ("host", ["a"], "run entry field 'host' is a list"),
+])
+def test_a_run_line_with_a_field_of_another_type_is_refused_as_the_loader_would(
+        tmp_path: Path, field: str, value: object, problem: str) -> None:
+    """``hetero report --from-journal`` rebuilt a bundle from a run line whose ``id`` was a number (rc 0), which every
+    reader then refused (``run.id: is a JSON int, not a string or null``): the journal's line check now uses the
+    loader's run field types (``document.RUN_FIELD_TYPES``) and refuses the line, naming it."""
+    assert recorder_module.entry_problem({"type": "run", field: value}) == problem
+    rec = Recorder(tmp_path / "r1", {"id": "r1", field: value} if field != "id" else {field: value})
+    rec.item(_item(0))
+    rec.end(0, False)
+    with pytest.raises(BundleError) as refused:
+        assemble(tmp_path / "r1", key=rec.key)
+    assert refused.value.message == f"journal line is not a pytest-hetero entry: {problem}"
+    assert refused.value.location.line == 1
+    good = Recorder(tmp_path / "r2", {"id": "r2", "host": "h", "invocation": ["pytest"]})
+    good.item(_item(0))
+    good.end(0, False)
+    assert assemble(tmp_path / "r2", key=good.key)["run"]["invocation"] == ["pytest"]

@@ -36,8 +36,9 @@ __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
     "IDENTITY_RECORD", "ITEM_FIELDS", "ITEM_RESULT_FIELDS", "ItemDict", "JournalSection",
     "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
-    "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RUN_START_FIELDS",
-    "RecordDict", "RuleBound", "RuleResult", "RuleVerdict", "RunSection", "RunStart", "SelectionCounts",
+    "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RUN_FIELD_TYPES",
+    "RUN_START_FIELDS", "RecordDict", "RuleBound", "RuleResult", "RuleVerdict", "RunSection", "RunStart",
+    "SelectionCounts",
     "SelectionSection", "SummarySection", "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode",
     "UntestedSection", "UnvalidatedNode", "ValidationSection",
     "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of",
@@ -551,7 +552,7 @@ _SECTIONS: tuple[tuple[str, type], ...] = (
     ("validation", dict), ("usage", dict), ("errors", list), ("warnings", list))
 _LISTS = ("matrices", "target", "errors", "warnings")
 """The sections a document without one (hand-made: the gate has always written them) reads as ``[]``."""
-_RUN_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
+RUN_FIELD_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
     *((name, (str, type(None))) for name in RUN_START_FIELDS if name != "invocation"),
     ("invocation", (list, type(None))), ("finished_at", (str, type(None))), ("finished_at_recovered", (bool,)),
     ("exit_status", (int, type(None))), ("interrupted", (bool, type(None))), ("stopped", (str,)))
@@ -643,7 +644,7 @@ def _fill_defaults(value: dict[str, Any]) -> None:
     run = value["run"]
     for name, default in _RUN_DEFAULTS.items():
         run.setdefault(name, default)
-    for name, types in _RUN_TYPES:
+    for name, types in RUN_FIELD_TYPES:
         if type(run[name]) not in types:
             raise DocumentError(f"run.{name}", f"is {_kind(run[name])}, not {_one_of(types)}")
 

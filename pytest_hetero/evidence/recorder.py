@@ -39,6 +39,8 @@ from pytest_hetero.errors import BundleError, Location, MatrixError
 from pytest_hetero.evidence.document import (
     ITEM_FIELDS,
     ITEM_RESULT_FIELDS,
+    RUN_FIELD_TYPES,
+    RUN_START_FIELDS,
     ItemDict,
     LeftoverDict,
     RunStart,
@@ -460,6 +462,10 @@ def entry_problem(entry: Any) -> str:
             return f"{kind} entry field '{where}{name}' is a {type(obj[name]).__name__}"
     if kind == "item":
         return _vocabulary_problem(entry["evidence"]) or _result_problem(entry["evidence"])
+    if kind == "run":  # the loader's run field types (a field the line lacks becomes None when assembled)
+        for name, types in RUN_FIELD_TYPES:
+            if name in entry and name in RUN_START_FIELDS and type(entry[name]) not in types:
+                return f"run entry field '{name}' is a {type(entry[name]).__name__}"
     return ""
 
 
