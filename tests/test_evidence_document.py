@@ -4,11 +4,13 @@ loader), which refuses a document that is not of its shape, naming the field, be
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from bundle_samples import make_bundle, sample_evidence
+from readme_run import readme_bundle
 from test_bundle_verify import hetero
 
 from pytest_hetero.bundle.verify import load_evidence
@@ -94,3 +96,36 @@ def test_an_untested_entry_without_blocked_by_renders_as_one_blocked_by_nothing(
         assert hetero("render", str(bundle), "--format", fmt, "--out", str(out)) == 0
         outs.append(out.read_bytes().replace(name.encode(), b"X"))
     assert outs[0] == outs[1]
+
+
+def test_render_without_a_key_refuses_a_record_lacking_a_field_it_reads_never_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unverified bundle is read as hostile: in the README's real run, every field of every record's data
+    removed in turn (and the ``business.rules`` results nulled), every format renders it or refuses it as one
+    message naming evidence.json (on 3eba738 a ``business.rules`` record without ``results`` raised KeyError in
+    junit, ctrf and the dossier, a ``model.identity`` without ``model`` in the dossier)."""
+    real, _ = readme_bundle(tmp_path / "project")
+    base = json.loads((real / "evidence.json").read_text())
+    edits: list[tuple[str, Any]] = []
+    for i, item in enumerate(base["items"]):
+        for r, record in enumerate(item["records"]):
+            for key in record["data"]:
+                edits.append((f"{record['kind']}.{key}",
+                              lambda d, i=i, r=r, key=key: d["items"][i]["records"][r]["data"].pop(key)))
+    edits.append(("rules results null", lambda d: [r["data"].update(results=None) for i in d["items"]
+                                                   for r in i["records"] if r["kind"] == "business.rules"]))
+    assert any(name == "business.rules.results" for name, _ in edits)
+    refused: set[str] = set()
+    for n, (name, change) in enumerate(edits):
+        bundle = tmp_path / f"b{n}"
+        shutil.copytree(real, bundle)
+        _edit(bundle, change)
+        for fmt in ("html", "md", "junit", "ctrf", "dossier"):
+            code = hetero("render", str(bundle), "--format", fmt, "--out", str(tmp_path / f"o{n}.{fmt}"))
+            err = capsys.readouterr().err
+            assert code in (0, 2), (name, fmt, code)
+            if code == 2:
+                refused.add(name)
+                assert "evidence.json: a record or field the" in err and "not of the shape this version writes" in err
+        shutil.rmtree(bundle)
+    assert {"business.rules.results", "rules results null"} <= refused

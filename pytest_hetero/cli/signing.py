@@ -14,9 +14,13 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import HeteroError
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.evidence.views import SignoffView
 
 BROWSERS: tuple[str, ...] = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -223,7 +227,11 @@ def _render(args: argparse.Namespace) -> int:
                           hint="write the rendering outside the report folder")
     if args.lang is not None and args.format != "dossier":
         raise HeteroError(f"--lang {args.lang} applies to --format dossier only; {args.format} is rendered in English")
-    data = render(args.format, evidence, bundle_signoff(bundle, evidence, keys, policy), args.lang or "en")
+    signoff = bundle_signoff(bundle, evidence, keys, policy)
+    if keys or (policy and policy.gate):
+        data = render(args.format, evidence, signoff, args.lang or "en")
+    else:
+        data = _render_unverified(bundle, args.format, evidence, signoff, args.lang or "en")
     if args.pdf:
         if args.format not in ("html", "dossier") or not args.out:
             raise HeteroError("--pdf needs --format html or dossier, and --out FILE.pdf")
@@ -238,6 +246,26 @@ def _render(args: argparse.Namespace) -> int:
     else:
         sys.stdout.buffer.write(data)
     return 0
+
+
+def _render_unverified(bundle: Path, fmt: str, evidence: EvidenceDocument, signoff: SignoffView,
+                       lang: str) -> bytes:
+    """:func:`pytest_hetero.reporting.writers.render` of a bundle read without a key (as hostile as any file): the
+    loader checks the document's sections, items and records' envelopes, not each record kind's ``data``, so a
+    record a renderer reads that lacks a field or holds another JSON type (an edited or foreign evidence.json) is
+    refused here as one message naming the file, never a traceback. Raises :class:`HeteroError`."""
+    from jinja2 import UndefinedError
+
+    from pytest_hetero.reporting.writers import render
+
+    try:
+        return render(fmt, evidence, signoff, lang)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError, UndefinedError) as exc:
+        raise HeteroError(
+            f"{bundle / 'evidence.json'}: a record or field the {fmt} rendering reads is missing or of another "
+            f"type ({type(exc).__name__}: {str(exc)[:200]}); the bundle was read without a key and is not of the "
+            "shape this version writes", hint="render a bundle this version wrote; check it first with: hetero "
+            f"verify {bundle} --key GATE.pub") from None
 
 
 def _guard(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
