@@ -307,6 +307,25 @@ def test_dossier_of_a_large_run_stays_readable(n: int) -> None:
     assert "另有" in html  # capped lists say how many more are in evidence.json
 
 
+def test_queue_admission_time_is_read_from_the_kueue_admission_record() -> None:
+    """The queue table's "admitted" column read ``admitted_at`` from ``scheduling.placed``, which no writer fills;
+    a Kueue admission is recorded as ``scheduling.queue`` (placement.record_admission), so the column always said
+    "not recorded" (found by typerep2)."""
+    ev = sample_evidence()
+    items = {i["nodeid"]: i for i in ev["items"]}
+    sched = items[f"{PREFIX}::cpu-host::scheduling"]
+    sched["keys"] = {"resource": "cpu-host", "image": "py-current"}
+    sched["records"] = [
+        {"kind": "scheduling.submitted", "at": "t", "data": {"name": "w", "submitted_at_epoch_s": 1796121718.4}},
+        {"kind": "scheduling.placed", "at": "t", "data": {"pod": "w", "node": "kwok-1", "waited_s": 0.06,
+                                                            "decided_at": None, "observed_epoch_s": 1796121718.46}},
+        {"kind": "scheduling.queue", "at": "t", "data": {"controller": "kueue", "admitted": True,
+                                                           "admitted_at": "2026-12-01T10:41:59Z", "wait_s": 1.0}}]
+    (row,) = sections.operations(Facts(as_document(ev)), Text("en"))["queue"]
+    assert (row["submitted"], row["admitted"], row["placed"]) == (
+        "2026-12-01 10:41:58", "2026-12-01 10:41:59", "2026-12-01 10:41:58")
+
+
 def test_queue_wait_from_what_the_engine_recorded() -> None:
     ev = sample_evidence()
     items = {i["nodeid"]: i for i in ev["items"]}

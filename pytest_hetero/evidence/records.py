@@ -643,3 +643,18 @@ OUTPUTS_UNUSABLE = Kind[OutputsUnusableData]("model.outputs_unusable")
 REFUSED = Kind[RefusedData]("governance.refused")
 DEVICES = Kind[DevicesData]("governance.devices")
 ATTRIBUTION = Kind[AttributionData]("governance.attribution")
+
+
+# --- lead (s11) ---
+class QueueAdmissionData(TypedDict):
+    """``scheduling.queue`` (:func:`pytest_hetero.backends.kubernetes.placement.record_admission`): the queue
+    ``controller``, whether the Workload was ``admitted`` (None when it could not be read), and for an admitted one
+    the Kueue admission's fields (:func:`pytest_hetero.backends.kubernetes.queues.kueue_admission`), among them
+    ``admitted_at`` (RFC 3339, the Admitted condition's time; None when not set)."""
+
+    controller: str
+    admitted: bool | None
+    admitted_at: NotRequired[str | None]
+
+
+QUEUE_ADMISSION = Kind[QueueAdmissionData]("scheduling.queue")

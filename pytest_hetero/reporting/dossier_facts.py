@@ -35,7 +35,7 @@ D = TypeVar("D")
 KINDS: frozenset[str] = frozenset({
     "discovery.snapshot", "discovery.engine", "discovery.engine_can_satisfy",
     "scheduling.request", "scheduling.submitted", "scheduling.placed", "scheduling.pending",
-    "scheduling.allocation", "scheduling.translation",
+    "scheduling.allocation", "scheduling.translation", "scheduling.queue",
     "startup.environment", "startup.pod", "startup.image", "startup.container", "startup.device_init",
     "startup.simulation", "startup.failed", "artifact.digest",
     "model.identity", "model.run", "model.outputs", "model.usage",

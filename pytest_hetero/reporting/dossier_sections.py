@@ -23,6 +23,7 @@ from pytest_hetero.evidence.records import (
     PLACED_AT,
     POD_STARTED,
     PROBE,
+    QUEUE_ADMISSION,
     REQUEST,
     ROLLBACK,
     RULES,
@@ -369,7 +370,9 @@ def _queue_row(f: Facts, t: Text, item: Entry) -> QueueRow:
     waits = [_wait(t, b - t0) for b in (t_placed, t_started) if t0 is not None and b is not None]
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses) if statuses else None
     return {"item": short(item["nodeid"]), "submitted": when(t0) or missing,
-            "admitted": when(placed.get("admitted_at") if placed else None) or missing,
+            "admitted": when((placed.get("admitted_at") if placed else None)
+                             or (queue.get("admitted_at") if (queue := f.first(item, QUEUE_ADMISSION)) else None))
+            or missing,
             "placed": when(t_placed) or missing,
             "started": when(t_started) or missing, "wait": " / ".join(waits) or missing,
             "restarts": missing if restarts is None else str(restarts)}
