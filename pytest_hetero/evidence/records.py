@@ -46,23 +46,25 @@ class RequestData(TypedDict):
 
 
 class PlacedData(TypedDict):
-    """``scheduling.placed`` (:mod:`pytest_hetero.backends.kubernetes.placement`): the pod, its node, the
-    seconds waited; ``decided_at`` the PodScheduled condition's time (ISO, None when absent),
-    ``observed_epoch_s`` when the bind was watched (None when not), ``admitted_at`` a Kueue admission."""
+    """``scheduling.placed`` as its one writer writes it (:mod:`pytest_hetero.backends.kubernetes.placement`, every
+    field since it recorded times): the pod, its node, the seconds waited, the PodScheduled condition's time
+    ``decided_at`` (ISO, None when absent) and ``observed_epoch_s`` when the bind was watched (None when not);
+    ``admitted_at`` a Kueue admission (a Kueue admission is recorded as ``scheduling.queue``)."""
 
     pod: str
     node: str
     waited_s: float
-    decided_at: NotRequired[str | None]
-    observed_epoch_s: NotRequired[float | None]
+    decided_at: str | None
+    observed_epoch_s: float | None
     admitted_at: NotRequired[str | float | None]
 
 
 class SubmittedData(TypedDict):
-    """``scheduling.submitted`` (:mod:`pytest_hetero.backends.kubernetes.submit`, ``.gang``)."""
+    """``scheduling.submitted`` as its two writers write it (:mod:`pytest_hetero.backends.kubernetes.submit`, ``.gang``:
+    both write the workload's ``name`` and ``submitted_at_epoch_s``, the epoch seconds of the create call)."""
 
     name: str
-    submitted_at_epoch_s: NotRequired[float | None]
+    submitted_at_epoch_s: float | None
 
 
 class PendingData(TypedDict, total=False):
@@ -194,11 +196,12 @@ class SimulationData(TypedDict):
     node: str | None
 
 
-class DigestData(TypedDict, total=False):
-    """``artifact.digest`` (:mod:`pytest_hetero.layers.startup`): the digest observed and the one declared."""
+class DigestData(TypedDict):
+    """``artifact.digest`` (:func:`pytest_hetero.layers.startup.verify_digest`, its one writer, which writes both
+    on every path): the digest the matrix declares and the one the file has (None when the file is missing)."""
 
+    expected: str
     observed: str | None
-    expected: str | None
 
 
 class IdentityData(TypedDict):
@@ -258,11 +261,11 @@ class CheckpointData(TypedDict):
 
 
 class RulesData(TypedDict):
-    """``business.rules`` (:mod:`pytest_hetero.layers.business`): each rule's result; ``run`` numbers a
-    repeated sample (None for a single run)."""
+    """``business.rules`` (:mod:`pytest_hetero.layers.business`, its one writer): each rule's result and ``run``,
+    the number of a repeated sample (None for a single run), which it writes on every record."""
 
     results: list[RuleResult]
-    run: NotRequired[int | None]
+    run: int | None
 
 
 class NotProvenData(TypedDict):
@@ -419,26 +422,6 @@ RESERVE_TIMELINE = Kind[ReserveTimelineData]("reserve.timeline")
 # renderers read them with a subscript); the older names stay for their other readers until they are folded in.
 
 
-class SubmittedAtData(TypedDict):
-    """``scheduling.submitted`` as its two writers write it (:mod:`pytest_hetero.backends.kubernetes.submit`, ``.gang``:
-    both write the workload's ``name`` and ``submitted_at_epoch_s``, the epoch seconds of the create call)."""
-
-    name: str
-    submitted_at_epoch_s: float | None
-
-
-class PlacedAtData(TypedDict):
-    """``scheduling.placed`` as its one writer writes it (:mod:`pytest_hetero.backends.kubernetes.placement`, every
-    field since it recorded times): the pod, its node, the seconds waited, the PodScheduled condition's time
-    ``decided_at`` (ISO, None when absent) and ``observed_epoch_s`` when the bind was watched (None when not)."""
-
-    pod: str
-    node: str
-    waited_s: float
-    decided_at: str | None
-    observed_epoch_s: float | None
-
-
 class ImageDigestData(TypedDict):
     """``startup.environment`` (:mod:`pytest_hetero.backends.local`: the environment's distributions digest) and
     ``startup.image`` (:mod:`pytest_hetero.backends.docker.engine`: the image's repo digest or id): ``digest``, which
@@ -456,22 +439,6 @@ class PodStartData(TypedDict):
     node: str | None
     digest: str | None
     container_statuses: list[ContainerStatus] | None
-
-
-class DigestCheckData(TypedDict):
-    """``artifact.digest`` (:func:`pytest_hetero.layers.startup.verify_digest`, its one writer, which writes both
-    on every path): the digest the matrix declares and the one the file has (None when the file is missing)."""
-
-    expected: str
-    observed: str | None
-
-
-class SampledRulesData(TypedDict):
-    """``business.rules`` (:mod:`pytest_hetero.layers.business`, its one writer): each rule's result and ``run``,
-    the number of a repeated sample (None for a single run), which it writes on every record."""
-
-    results: list[RuleResult]
-    run: int | None
 
 
 class MeasuredSize(TypedDict):
@@ -519,13 +486,9 @@ class PoolSnapshotData(TypedDict):
     capacity_view: NotRequired[CapacityView]
 
 
-SUBMITTED_AT = Kind[SubmittedAtData]("scheduling.submitted")
-PLACED_AT = Kind[PlacedAtData]("scheduling.placed")
 ENVIRONMENT_DIGEST = Kind[ImageDigestData]("startup.environment")
 IMAGE_DIGEST = Kind[ImageDigestData]("startup.image")
 POD_STARTED = Kind[PodStartData]("startup.pod")
-DIGEST_CHECK = Kind[DigestCheckData]("artifact.digest")
-SAMPLED_RULES = Kind[SampledRulesData]("business.rules")
 MEASURED_COMMUNICATION = Kind[MeasuredCommunicationData]("training.communication")
 SNAPSHOT_OF = Kind[HostSnapshotData | PoolSnapshotData]("discovery.snapshot")
 """A snapshot is a host probe's or a node pool's: ``"nodes" in data`` tells them apart."""

@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING, TypeVar
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of, matrix_of_item, owner_of
 from pytest_hetero.evidence.records import (
-    DIGEST_CHECK,
+    DIGEST,
     ENVIRONMENT_DIGEST,
     IDENTITY,
     IMAGE_DIGEST,
     PENDING,
     PLACED,
-    PLACED_AT,
     POD_STARTED,
     PROBE,
     QUEUE_ADMISSION,
@@ -28,12 +27,10 @@ from pytest_hetero.evidence.records import (
     ROLLBACK,
     RULES,
     RUN,
-    SAMPLED_RULES,
     SERVING_AUTH,
     SERVING_USAGE,
     SNAPSHOT_OF,
     SUBMITTED,
-    SUBMITTED_AT,
     USAGE,
 )
 from pytest_hetero.evidence.usage import epoch
@@ -246,7 +243,7 @@ def results(f: Facts, t: Text) -> Results:
 def _result_rows(f: Facts, t: Text, item: Entry) -> list[ResultRow]:
     keys = dims(item)
     place = f"{keys.resource or ''} × {keys.image or ''}"
-    records = f.all(item, SAMPLED_RULES)
+    records = f.all(item, RULES)
     if not records:
         return [{"where": place, "rule": "", "threshold": "", "observed": "", "verdict": item["status"],
                  "verdict_text": t("res.not_run", status=t.status(item["status"]),
@@ -350,8 +347,8 @@ def _usage_rows(f: Facts, t: Text, item: Entry, data: UsageData) -> list[UsageRo
 def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, float | None, list[ContainerStatus]]:
     """A queued item's submitted, placed and started times (epoch seconds, None when not recorded) and its
     startup pod's container statuses."""
-    submitted = f.first(item, SUBMITTED_AT)
-    placed = f.first(item, PLACED_AT)
+    submitted = f.first(item, SUBMITTED)
+    placed = f.first(item, PLACED)
     keys = dims(item)
     startup = f.sibling(item, "startup") or f.combo.get(
         (matrix_of_item(item), keys.resource or "", keys.image or "", "", "", "startup"))
@@ -400,8 +397,8 @@ def phases(f: Facts, t: Text, signoff: SignoffView) -> list[Coverage]:
     state = "not_covered" if not disc else "covered" if len(ok) == len(disc) else "partial" if ok else "against"
     out = [_coverage(t, state, t("phase.catalogue"), ok, t("d.catalogue", passed=len(ok), total=len(disc)))]
     out.append(_placement(f, t))
-    digests = [i for i in f.with_kind[DIGEST_CHECK.name] if all(
-        d["observed"] == d["expected"] or not d["expected"] for d in f.all(i, DIGEST_CHECK))]
+    digests = [i for i in f.with_kind[DIGEST.name] if all(
+        d["observed"] == d["expected"] or not d["expected"] for d in f.all(i, DIGEST))]
     images = [i for i in f.by_layer["startup"] if image_digest(f, i)]
     read = signoff_state(signoff)
     signed = read.state == "verified"  # a signature nobody checked proves nothing

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, overload
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of
 from pytest_hetero.evidence.model import STATUSES
-from pytest_hetero.evidence.records import SAMPLED_RULES, data_of
+from pytest_hetero.evidence.records import RULES, data_of
 from pytest_hetero.evidence.spool import ItemSpool
 from pytest_hetero.reporting.docview import signoff_state
 
@@ -308,7 +308,7 @@ def rule_results(entry: Entry) -> list[RuleRow]:
     if "records" not in entry:
         return out
     for record in entry["records"]:
-        data = data_of(record, SAMPLED_RULES)
+        data = data_of(record, RULES)
         if data is None:
             continue
         for r in data["results"]:
