@@ -18,15 +18,20 @@ clear message, not later as a ``KeyError`` in a renderer.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, cast, final
 
+from pytest_hetero.evidence.shapes import ShapeError, check_json
 from pytest_hetero.judge.model import CauseDict, FailureDict
 from pytest_hetero.vocab import LAYERS, STATUSES, Layer, OwnerCategory, Status
 
-if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+if sys.version_info >= (3, 11):  # at run time too: the record check resolves RuleResult's hints
+    from typing import NotRequired
+else:  # pragma: no cover - 3.10
     from typing_extensions import NotRequired
 
+if TYPE_CHECKING:
     from pytest_hetero.bundle.baseline import BaselineSection
     from pytest_hetero.evidence.inputs import MatrixInputs
     from pytest_hetero.evidence.usage import UsageSection
@@ -70,7 +75,7 @@ class RuleVerdict(TypedDict):
     metric: NotRequired[str]
     unit: NotRequired[str]
     problem: NotRequired[str]
-    provenance: NotRequired[dict[str, str]]
+    provenance: NotRequired[dict[str, Any]]
     bound: NotRequired[RuleBound]
     failing: NotRequired[list[int]]
     available: NotRequired[dict[str, list[str]]]
@@ -115,22 +120,25 @@ class ModelIdentity(TypedDict):
 
 def rule_results(record: RecordDict) -> list[RuleResult]:
     """The rule results of a ``business.rules`` record (:func:`pytest_hetero.matrix.acceptance.evaluate`'s, as
-    the business layer wrote them); [] for a record of another kind or one without results. Each result's
-    fields stay optional to a reader (:class:`RuleResult` is not total)."""
-    if record["kind"] != RULES_RECORD:
-        return []
-    results: list[RuleResult] = record["data"].get("results", [])
-    return results
+    the business layer wrote them: :class:`pytest_hetero.evidence.records.RulesData`, its shape checked when the
+    item was, :func:`check_item`); [] for a record of another kind."""
+    from pytest_hetero.evidence.records import RULES, data_of  # noqa: PLC0415 - records imports this module
+
+    data = data_of(record, RULES)
+    return data["results"] if data is not None else []
 
 
 def model_identity(record: RecordDict) -> ModelIdentity | None:
-    """The identity a ``model.identity`` record names; None for a record of another kind."""
-    if record["kind"] != IDENTITY_RECORD:
+    """The identity a ``model.identity`` record names (:class:`pytest_hetero.evidence.records.IdentityData`, its
+    shape checked when the item was); None for a record of another kind. ``sha256`` None for a served model's."""
+    from pytest_hetero.evidence.records import IDENTITY, data_of  # noqa: PLC0415 - records imports this module
+
+    data = data_of(record, IDENTITY)
+    if data is None:
         return None
-    data = record["data"]
-    return {"model": data.get("model"), "version": data.get("version"), "sha256": data.get("sha256"),
-            "dataset": data.get("dataset"), "dataset_version": data.get("dataset_version"),
-            "dataset_sha256": data.get("dataset_sha256")}
+    return {"model": data["model"], "version": data["version"], "sha256": data.get("sha256"),
+            "dataset": data["dataset"], "dataset_version": data["dataset_version"],
+            "dataset_sha256": data["dataset_sha256"]}
 
 
 class ArtifactDict(TypedDict):
@@ -607,6 +615,7 @@ def as_document(value: object) -> EvidenceDocument:
     for n, entry in enumerate(value["matrices"]):
         if type(entry) is not dict or not all(type(entry.get(k)) is str for k in ("prefix", "name", "sha256")):
             raise DocumentError(f"matrices[{n}]", "is not a matrix entry {prefix, name, sha256: strings}")
+    _check_shapes(value)
     _fill_untested(value["untested"])
     untested = value["untested"].get("items")
     if not isinstance(untested, list):
@@ -618,6 +627,19 @@ def as_document(value: object) -> EvidenceDocument:
             raise DocumentError(f"untested.items[{n}]", "is not an untested entry {reason: string, blocked_by: "
                                                         "string or null}")
     return cast(EvidenceDocument, value)
+
+
+def _check_shapes(value: dict[str, Any]) -> None:
+    """The sections the readers (render, diff, trend, catalog) subscript, held to their types when present:
+    ``summary`` (:class:`SummarySection`) and each ``target`` entry an object. Raises :class:`DocumentError` naming
+    the field (``summary.totals: missing``)."""
+    shapes: tuple[tuple[str, object], ...] = (("summary", SummarySection), ("target", list[dict[str, Any]]))
+    for name, shape in shapes:
+        if value.get(name) is not None:
+            try:
+                check_json(value[name], shape)
+            except ShapeError as error:
+                raise DocumentError(f"{name}{error.path}", error.message) from None
 
 
 def _check_sections(value: dict[str, Any]) -> None:
@@ -693,6 +715,9 @@ def check_item(item: object, where: str) -> None:
         if (type(record) is not dict or type(record.get("kind")) is not str or type(record.get("at")) is not str
                 or type(record.get("data")) is not dict):
             raise DocumentError(f"{where}.records[{r}]", "is not a record {kind: string, at: string, data: object}")
+    from pytest_hetero.evidence.records import check_records  # noqa: PLC0415 - records imports this module
+
+    check_records(item["records"], where)
     failure = item["failure"]
     if failure is not None and (type(failure) is not dict or not all(
             type(failure.get(k)) is str for k in ("layer", "category", "message", "owner"))):

@@ -10,26 +10,75 @@ type; :class:`pytest_hetero.reporting.dossier_facts.Facts` reads records through
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast, final
+import sys
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast, final, get_args
 
 from pytest_hetero.evidence.document import RuleResult
+from pytest_hetero.evidence.shapes import ShapeError, check_json
 from pytest_hetero.probes.usage import UsageDevice, UsageRecord, UsageSeries
 
-if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+if sys.version_info >= (3, 11):  # at run time too: check_records resolves these TypedDicts' hints
+    from typing import NotRequired
+else:  # pragma: no cover - 3.10
     from typing_extensions import NotRequired
 
+if TYPE_CHECKING:
     from pytest_hetero.evidence.document import RecordDict
 
 __all__ = [
-    "CapacityView", "CheckpointData", "ClassRef", "CommunicationData", "CommunicationSize", "ContainerState",
-    "ContainerStatus", "CoverageData", "DeviceInitData", "DigestData", "GovernanceProbeData", "IdentityData",
-    "ImageData", "Kind", "NodeOutcomeData", "NotExercised", "NotProvenData", "ObservedDevices", "PendingData",
-    "PlacedData", "RequestData", "ReserveBurstData", "ReserveServingData", "ReserveTimelineData", "ReserveWindowData",
-    "RollbackData", "RulesData", "RunData", "RunningState", "ServingAuthData", "SimulationData", "SmokeRun",
-    "SnapshotData", "SnapshotNode", "SubmittedData", "TimelineEntry", "UsageData", "UsageDevice", "UsageSeries",
-    "UsedData", "data_of",
+    "ATTRIBUTION", "AttributionData", "CHECKPOINT", "COMMUNICATION", "COVERAGE", "CapacityView", "CheckpointData",
+    "ClassRef", "CommunicationData", "ContainerState", "ContainerStatus", "CoverageData", "DEVICES", "DEVICE_INIT",
+    "DIGEST", "DeviceInitData", "DevicesData", "DigestData", "ENGINE_CAN_SATISFY", "ENVIRONMENT",
+    "EngineCanSatisfyData", "EngineGap", "GovernanceProbeData", "HOST_PROBE", "HostProbeData", "HostSnapshotData",
+    "IDENTITY", "IMAGE", "INPUT_USED", "IdentityData", "ImageDigestData", "KINDS", "Kind", "MeasuredSize",
+    "NODE_OUTCOME", "NODE_SCOPE", "NOT_PROVEN", "NodeOutcomeData", "NodeScopeData", "NotExercised", "NotProvenData",
+    "OUTPUTS", "OUTPUTS_UNUSABLE", "ObservedInventory", "OutputsData", "OutputsUnusableData", "PENDING", "PLACED",
+    "POD", "PROBE", "PendingData", "PlacedData", "PodStartData", "PoolSnapshotData", "QUEUE_ADMISSION",
+    "QueueAdmissionData", "REFUSED", "REPEAT", "REQUEST", "RESERVE_BURST", "RESERVE_SERVING", "RESERVE_TIMELINE",
+    "RESERVE_WINDOW", "ROLLBACK", "RULES", "RUN", "RefusedData", "RepeatData", "RequestData", "ReserveBurstData",
+    "ReserveServingData", "ReserveTimelineData", "ReserveWindowData", "RollbackData", "RulesData", "RunData",
+    "RunningState", "SERVING_AUTH", "SERVING_USAGE", "SHARED_POOL", "SIMULATION", "SNAPSHOT", "SUBMITTED",
+    "ServingAuthData", "SharedPoolData", "SimulationData", "SmokeRun", "SnapshotNode", "SubmittedData",
+    "TimelineEntry", "USAGE", "UsageData", "UsageDevice", "UsageSeries", "UsedData", "check_records", "data_of",
 ]
+
+
+D = TypeVar("D")
+
+
+class Kind(Generic[D]):
+    """A record kind's name, typed with the shape of its ``data`` (``Kind[PlacedData]("scheduling.placed")``):
+    a reader indexed by kind (:class:`pytest_hetero.reporting.dossier_facts.Facts`) returns that shape, and
+    :attr:`shape` gives the same shape at run time (the subscript, which :mod:`typing` keeps on the instance as
+    ``__orig_class__``), for :func:`check_records`."""
+
+    __slots__ = ("__orig_class__", "name")
+    __orig_class__: Any
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Kind({self.name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Kind) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    @property
+    def shape(self) -> object:
+        """The typing form of this kind's ``data`` (a TypedDict, or a union of them). Raises
+        :class:`AttributeError` for a Kind made without a subscript (``Kind("x")``)."""
+        return get_args(self.__orig_class__)[0]
+
+
+def data_of(record: RecordDict, kind: Kind[D]) -> D | None:
+    """``record``'s ``data`` as ``kind``'s shape when the record is of that kind, else None: the one place the
+    open JSON object of a record becomes its kind's type (its shape checked when the document was loaded or the
+    item checked: :func:`check_records`)."""
+    return cast(D, record["data"]) if record["kind"] == kind.name else None
 
 
 class RequestData(TypedDict):
@@ -85,28 +134,10 @@ class SnapshotNode(TypedDict):
     requested_by_pods: NotRequired[dict[str, float] | None]
 
 
-class ObservedDevices(TypedDict, total=False):
-    """A host probe's inventory (``observed`` of its ``discovery.snapshot``)."""
-
-    devices: list[Any]
-    collected_at: str | None
-
-
 class CapacityView(TypedDict, total=False):
     """Whether the pods of a pool's nodes could be counted (``unavailable``: why not)."""
 
     unavailable: str | None
-
-
-class SnapshotData(TypedDict, total=False):
-    """``discovery.snapshot`` (:mod:`pytest_hetero.layers.discovery`): a host probe's ``observed`` inventory,
-    or a node pool's ``nodes``, ``requested`` resource names and ``capacity_view``."""
-
-    nodes: list[SnapshotNode]
-    observed: ObservedDevices
-    taken_at: str
-    capacity_view: CapacityView
-    requested: list[str]
 
 
 class SmokeRun(TypedDict):
@@ -182,14 +213,6 @@ class ContainerStatus(TypedDict, total=False):
     state: ContainerState
 
 
-class ImageData(TypedDict, total=False):
-    """``startup.environment`` / ``startup.image`` / ``startup.pod``: the image's ``digest``; a pod's
-    ``container_statuses`` (the Kubernetes ContainerStatus objects, as the apiserver wrote them)."""
-
-    digest: str | None
-    container_statuses: list[ContainerStatus] | None
-
-
 class SimulationData(TypedDict):
     """``startup.simulation`` (:mod:`pytest_hetero.backends.kubernetes.startup`): the simulated node."""
 
@@ -236,20 +259,13 @@ UsageData = UsageRecord
 ``serving.usage`` adds the ``endpoint`` it sampled."""
 
 
-class CommunicationSize(TypedDict, total=False):
-    """One message size of a collective-communication test (:class:`pytest_hetero.layers.training.SizeFacts`)."""
-
-    bytes: int
-    busbw_gbps: float
-
-
 class CommunicationData(TypedDict):
     """``training.communication`` (:mod:`pytest_hetero.layers.training`, its only writer: every field of its
     :class:`~pytest_hetero.layers.training.CommunicationFacts`, these three since the check was added)."""
 
     world_size: int
     backend: str
-    sizes: list[CommunicationSize]
+    sizes: list[MeasuredSize]
 
 
 class CheckpointData(TypedDict):
@@ -368,58 +384,8 @@ class ReserveTimelineData(TypedDict):
     entries: list[TimelineEntry]
 
 
-D = TypeVar("D")
 
 
-@dataclass(frozen=True)
-class Kind(Generic[D]):
-    """A record kind's name, typed with the shape of its ``data`` (``Kind[PlacedData]("scheduling.placed")``):
-    a reader indexed by kind (:class:`pytest_hetero.reporting.dossier_facts.Facts`) returns that shape."""
-
-    name: str
-
-
-def data_of(record: RecordDict, kind: Kind[D]) -> D | None:
-    """``record``'s ``data`` as ``kind``'s shape when the record is of that kind, else None: the one place the
-    open JSON object of a record becomes its kind's type."""
-    return cast(D, record["data"]) if record["kind"] == kind.name else None
-
-
-REQUEST = Kind[RequestData]("scheduling.request")
-PLACED = Kind[PlacedData]("scheduling.placed")
-SUBMITTED = Kind[SubmittedData]("scheduling.submitted")
-PENDING = Kind[PendingData]("scheduling.pending")
-SNAPSHOT = Kind[SnapshotData]("discovery.snapshot")
-DEVICE_INIT = Kind[DeviceInitData]("startup.device_init")
-ENVIRONMENT = Kind[ImageData]("startup.environment")
-IMAGE = Kind[ImageData]("startup.image")
-POD = Kind[ImageData]("startup.pod")
-SIMULATION = Kind[SimulationData]("startup.simulation")
-NODE_OUTCOME = Kind[NodeOutcomeData]("startup.node")
-COVERAGE = Kind[CoverageData]("startup.coverage")
-NODE_SCOPE = Kind[NodeScopeData]("discovery.nodes")
-DIGEST = Kind[DigestData]("artifact.digest")
-IDENTITY = Kind[IdentityData]("model.identity")
-RUN = Kind[RunData]("model.run")
-USAGE = Kind[UsageData]("model.usage")
-SERVING_USAGE = Kind[UsageData]("serving.usage")
-COMMUNICATION = Kind[CommunicationData]("training.communication")
-CHECKPOINT = Kind[CheckpointData]("training.checkpoint")
-RULES = Kind[RulesData]("business.rules")
-NOT_PROVEN = Kind[NotProvenData]("scope.not_proven")
-INPUT_USED = Kind[UsedData]("inputs.used")
-PROBE = Kind[GovernanceProbeData]("governance.probe")
-SERVING_AUTH = Kind[ServingAuthData]("serving.auth")
-ROLLBACK = Kind[RollbackData]("serving.rollback")
-RESERVE_SERVING = Kind[ReserveServingData]("reserve.serving")
-RESERVE_BURST = Kind[ReserveBurstData]("reserve.burst")
-RESERVE_WINDOW = Kind[ReserveWindowData]("reserve.window")
-RESERVE_TIMELINE = Kind[ReserveTimelineData]("reserve.timeline")
-
-
-# --- typerep2 ---
-# The kinds below name record kinds already named above with the fields every writer writes made required (the
-# renderers read them with a subscript); the older names stay for their other readers until they are folded in.
 
 
 class ImageDigestData(TypedDict):
@@ -447,14 +413,6 @@ class MeasuredSize(TypedDict):
 
     bytes: int
     busbw_gbps: float
-
-
-class MeasuredCommunicationData(TypedDict):
-    """``training.communication`` with its sizes as :class:`MeasuredSize` (see :class:`CommunicationData`)."""
-
-    world_size: int
-    backend: str
-    sizes: list[MeasuredSize]
 
 
 class ObservedInventory(TypedDict):
@@ -485,17 +443,6 @@ class PoolSnapshotData(TypedDict):
     requested: NotRequired[list[str]]
     capacity_view: NotRequired[CapacityView]
 
-
-ENVIRONMENT_DIGEST = Kind[ImageDigestData]("startup.environment")
-IMAGE_DIGEST = Kind[ImageDigestData]("startup.image")
-POD_STARTED = Kind[PodStartData]("startup.pod")
-MEASURED_COMMUNICATION = Kind[MeasuredCommunicationData]("training.communication")
-SNAPSHOT_OF = Kind[HostSnapshotData | PoolSnapshotData]("discovery.snapshot")
-"""A snapshot is a host probe's or a node pool's: ``"nodes" in data`` tells them apart."""
-
-# --- typelay2 ---
-# The data of the record kinds the layers write (pytest_hetero/layers/), each written through its Kind
-# (LayerContext.write), so mypy checks every writer against the shape; the readers read them through data_of.
 
 
 class HostProbeData(TypedDict):
@@ -597,18 +544,8 @@ class AttributionData(TypedDict):
     not_released: list[str]
 
 
-HOST_PROBE = Kind[HostProbeData]("discovery.host_probe")
-SHARED_POOL = Kind[SharedPoolData]("discovery.shared_pool")
-ENGINE_CAN_SATISFY = Kind[EngineCanSatisfyData]("discovery.engine_can_satisfy")
-REPEAT = Kind[RepeatData]("model.repeat")
-OUTPUTS = Kind[OutputsData]("model.outputs")
-OUTPUTS_UNUSABLE = Kind[OutputsUnusableData]("model.outputs_unusable")
-REFUSED = Kind[RefusedData]("governance.refused")
-DEVICES = Kind[DevicesData]("governance.devices")
-ATTRIBUTION = Kind[AttributionData]("governance.attribution")
 
 
-# --- lead (s11) ---
 class QueueAdmissionData(TypedDict):
     """``scheduling.queue`` (:func:`pytest_hetero.backends.kubernetes.placement.record_admission`): the queue
     ``controller``, whether the Workload was ``admitted`` (None when it could not be read), and for an admitted one
@@ -620,4 +557,78 @@ class QueueAdmissionData(TypedDict):
     admitted_at: NotRequired[str | None]
 
 
+# Every record kind with the shape of its data: one Kind per kind name (KINDS refuses a second).
+REQUEST = Kind[RequestData]("scheduling.request")
+PLACED = Kind[PlacedData]("scheduling.placed")
+SUBMITTED = Kind[SubmittedData]("scheduling.submitted")
+PENDING = Kind[PendingData]("scheduling.pending")
+SNAPSHOT = Kind[HostSnapshotData | PoolSnapshotData]("discovery.snapshot")
+DEVICE_INIT = Kind[DeviceInitData]("startup.device_init")
+ENVIRONMENT = Kind[ImageDigestData]("startup.environment")
+IMAGE = Kind[ImageDigestData]("startup.image")
+POD = Kind[PodStartData]("startup.pod")
+SIMULATION = Kind[SimulationData]("startup.simulation")
+NODE_OUTCOME = Kind[NodeOutcomeData]("startup.node")
+COVERAGE = Kind[CoverageData]("startup.coverage")
+NODE_SCOPE = Kind[NodeScopeData]("discovery.nodes")
+DIGEST = Kind[DigestData]("artifact.digest")
+IDENTITY = Kind[IdentityData]("model.identity")
+RUN = Kind[RunData]("model.run")
+USAGE = Kind[UsageData]("model.usage")
+SERVING_USAGE = Kind[UsageData]("serving.usage")
+COMMUNICATION = Kind[CommunicationData]("training.communication")
+CHECKPOINT = Kind[CheckpointData]("training.checkpoint")
+RULES = Kind[RulesData]("business.rules")
+NOT_PROVEN = Kind[NotProvenData]("scope.not_proven")
+INPUT_USED = Kind[UsedData]("inputs.used")
+PROBE = Kind[GovernanceProbeData]("governance.probe")
+SERVING_AUTH = Kind[ServingAuthData]("serving.auth")
+ROLLBACK = Kind[RollbackData]("serving.rollback")
+RESERVE_SERVING = Kind[ReserveServingData]("reserve.serving")
+RESERVE_BURST = Kind[ReserveBurstData]("reserve.burst")
+RESERVE_WINDOW = Kind[ReserveWindowData]("reserve.window")
+RESERVE_TIMELINE = Kind[ReserveTimelineData]("reserve.timeline")
+HOST_PROBE = Kind[HostProbeData]("discovery.host_probe")
+SHARED_POOL = Kind[SharedPoolData]("discovery.shared_pool")
+ENGINE_CAN_SATISFY = Kind[EngineCanSatisfyData]("discovery.engine_can_satisfy")
+REPEAT = Kind[RepeatData]("model.repeat")
+OUTPUTS = Kind[OutputsData]("model.outputs")
+OUTPUTS_UNUSABLE = Kind[OutputsUnusableData]("model.outputs_unusable")
+REFUSED = Kind[RefusedData]("governance.refused")
+DEVICES = Kind[DevicesData]("governance.devices")
+ATTRIBUTION = Kind[AttributionData]("governance.attribution")
 QUEUE_ADMISSION = Kind[QueueAdmissionData]("scheduling.queue")
+
+
+def _kinds() -> dict[str, Kind[Any]]:
+    """Every :class:`Kind` of this module by its name; a second Kind of one name is a bug (ValueError)."""
+    out: dict[str, Kind[Any]] = {}
+    for value in list(globals().values()):
+        if isinstance(value, Kind):
+            if value.name in out:
+                raise ValueError(f"record kind {value.name!r} is declared twice")
+            out[value.name] = value
+    return out
+
+
+KINDS: dict[str, Kind[Any]] = _kinds()
+"""The record kinds whose ``data`` the gate declares, by name: :func:`check_records` holds every record of one of
+these kinds to its shape. A kind not here (a plugin's own) keeps an open ``data`` object."""
+
+
+def check_records(records: list[Any], where: str) -> None:
+    """Check the ``data`` of each record in ``records`` (each already ``{kind: str, at: str, data: object}``) whose
+    kind is in :data:`KINDS` against that kind's shape (:func:`pytest_hetero.evidence.shapes.check_json`). ``where``
+    prefixes the path (``items[3]``). Raises :class:`pytest_hetero.evidence.document.DocumentError` naming the record
+    and field (``items[3].records[1].data.waited_s: is a string, not a number (scheduling.placed)``)."""
+    from pytest_hetero.evidence.document import DocumentError  # noqa: PLC0415 - document imports this module
+
+    for n, record in enumerate(records):
+        kind = KINDS.get(record["kind"])
+        if kind is None:
+            continue
+        try:
+            check_json(record["data"], kind.shape)
+        except ShapeError as error:
+            raise DocumentError(f"{where}.records[{n}].data{error.path}",
+                                f"{error.message} (record kind {kind.name})") from None

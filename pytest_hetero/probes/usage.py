@@ -31,17 +31,20 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from pytest_hetero.signals import quiet_thread
 
-if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+if sys.version_info >= (3, 11):  # at run time too: the record check resolves UsageRecord's hints
+    from typing import NotRequired
+else:  # pragma: no cover - 3.10
     from typing_extensions import NotRequired
 
 

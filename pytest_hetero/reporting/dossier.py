@@ -32,15 +32,15 @@ from pytest_hetero import LAYERS, __version__
 from pytest_hetero.evidence.document import failure_of, item_of
 from pytest_hetero.evidence.records import (
     CHECKPOINT,
+    COMMUNICATION,
     DEVICE_INIT,
-    MEASURED_COMMUNICATION,
     NOT_PROVEN,
     PLACED,
     REQUEST,
     RULES,
     RUN,
     SIMULATION,
-    SNAPSHOT_OF,
+    SNAPSHOT,
     USAGE,
 )
 from pytest_hetero.reporting import dossier_reserve
@@ -321,7 +321,7 @@ def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
     keys = dims(item)
     res, img = keys.resource or "", keys.image or ""
     if layer == "discovery":
-        snap = f.first(item, SNAPSHOT_OF)
+        snap = f.first(item, SNAPSHOT)
         nodes = [str(n["name"]) for n in snap["nodes"]] if snap and "nodes" in snap else []
         place = t("where.nodes", nodes=", ".join(nodes[:4])) if nodes else ", ".join(
             str(x.identity) for x in f.targets) or "?"
@@ -344,7 +344,7 @@ def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
         detail = f"{framework}, {init['wanted_provider']}" if init.get("wanted_provider") else framework
         return t("proves.startup", resource=res, image=img, digest=image_digest, init=detail)
     if layer == "model" and keys.check == "communication":  # what a training task type brings
-        comm = f.first(item, MEASURED_COMMUNICATION)
+        comm = f.first(item, COMMUNICATION)
         top = (comm["sizes"] if comm else [])[-1:]
         return t("proves.communication", resource=res, image=img, world=comm["world_size"] if comm else "?",
                  backend=comm["backend"] if comm else "?", busbw=top[0]["busbw_gbps"] if top else "?",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from pytest_hetero.evidence.records import SNAPSHOT_OF, USAGE
+from pytest_hetero.evidence.records import SNAPSHOT, USAGE
 from pytest_hetero.matrix.quantity import quantity_or_none
 from pytest_hetero.reporting.dossier_facts import Facts, number, short
 from pytest_hetero.reporting.dossier_text import Text
@@ -67,7 +67,7 @@ def capacity(f: Facts, t: Text) -> Capacity:
     rows: list[CapacityRow] = []
     notes: list[str] = []
     for item in f.by_layer["discovery"]:
-        for snap in f.all(item, SNAPSHOT_OF):
+        for snap in f.all(item, SNAPSHOT):
             if "nodes" not in snap:
                 continue  # a host probe's snapshot: no node pool
             nodes = snap["nodes"]

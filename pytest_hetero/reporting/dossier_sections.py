@@ -15,12 +15,12 @@ from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of, matrix_of_item, owner_of
 from pytest_hetero.evidence.records import (
     DIGEST,
-    ENVIRONMENT_DIGEST,
+    ENVIRONMENT,
     IDENTITY,
-    IMAGE_DIGEST,
+    IMAGE,
     PENDING,
     PLACED,
-    POD_STARTED,
+    POD,
     PROBE,
     QUEUE_ADMISSION,
     REQUEST,
@@ -29,7 +29,7 @@ from pytest_hetero.evidence.records import (
     RUN,
     SERVING_AUTH,
     SERVING_USAGE,
-    SNAPSHOT_OF,
+    SNAPSHOT,
     SUBMITTED,
     USAGE,
 )
@@ -107,7 +107,7 @@ def _queue(f: Facts, item: Entry) -> str | None:
 
 def image_digest(f: Facts, item: Entry) -> str:
     """The image digest a startup item recorded (local environment, Docker image or pod container)."""
-    recorded = (f.first(item, ENVIRONMENT_DIGEST), f.first(item, IMAGE_DIGEST), f.first(item, POD_STARTED))
+    recorded = (f.first(item, ENVIRONMENT), f.first(item, IMAGE), f.first(item, POD))
     return next((str(data["digest"]) for data in recorded if data and data["digest"]), "")
 
 
@@ -191,7 +191,7 @@ def _fact(f: Facts, t: Text, layer: str, item: Entry) -> str:
     if item["nodeid"] not in f.records:
         return ""
     if layer == "discovery":
-        snap = f.first(item, SNAPSHOT_OF)
+        snap = f.first(item, SNAPSHOT)
         if snap is None:
             count, at = 0, None
         elif "nodes" in snap:  # a node pool's
@@ -352,7 +352,7 @@ def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, flo
     keys = dims(item)
     startup = f.sibling(item, "startup") or f.combo.get(
         (matrix_of_item(item), keys.resource or "", keys.image or "", "", "", "startup"))
-    pod = f.first(startup, POD_STARTED) if startup else None
+    pod = f.first(startup, POD) if startup else None
     statuses = (pod["container_statuses"] if pod else None) or []
     started = next((((s.get("state") or {}).get("running") or {}).get("startedAt") for s in statuses), None)
     return (epoch(submitted["submitted_at_epoch_s"] if submitted else None),

@@ -246,8 +246,8 @@ def _unvalidated(items: Sequence[ItemDict], facts: _NodeFacts, coverage: str) ->
         if item["layer"] != "discovery":
             continue
         for record in item["records"]:
-            if (snapshot := data_of(record, SNAPSHOT)) is not None:
-                listed += [str(n["name"]) for n in snapshot.get("nodes") or [] if n["name"] not in listed]
+            if (snapshot := data_of(record, SNAPSHOT)) is not None and "nodes" in snapshot:  # a pool's, not a host's
+                listed += [n["name"] for n in snapshot["nodes"] if n["name"] not in listed]
     ran = ", ".join(facts.exercised) or "no node"
     default = (f"not exercised: coverage {coverage} ran the pool's workload on {ran} only" if facts.exercised else
                "not exercised: no workload of the pool ran (see its failed or blocked items)")
