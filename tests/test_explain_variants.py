@@ -131,6 +131,18 @@ def test_get_pods_rows() -> None:
     assert r.findings[0].quantities["restarts"] == "7 (2m ago)"
 
 
+def test_get_pods_rows_name_their_namespace_under_either_header() -> None:
+    # a pod table headed NS (the short header read_table accepts) after one headed NAMESPACE: each row names its
+    # namespace, as a quota row under either header does (the NS row's was dropped before)
+    r = explain_text("NAMESPACE   NAME       READY   STATUS             RESTARTS   AGE\n"
+                     "ml          train-0    0/1     CrashLoopBackOff   7          10m\n"
+                     "NS   NAME       READY   STATUS             RESTARTS   AGE\n"
+                     "ops  big-0      0/1     Pending            0          10m\n")
+    assert [(f.kind, f.code, dict(f.entity)) for f in r.findings] == [
+        ("kubectl-table", "crash_loop", {"pod": "train-0", "namespace": "ml"}),
+        ("kubectl-table", "pod_pending", {"pod": "big-0", "namespace": "ops"})]
+
+
 def test_docker_run_device_mapping() -> None:
     r = _read("docker-run-ascend-missing-control-devices.txt")
     req = _one(r, "container_device_request")

@@ -530,7 +530,7 @@ def _pod_row(ctx: Ctx, piece: Piece, i: int, row: TableRow) -> Finding:
     status, name, ready = row.status or "", row.name or "", row.ready or ""
     q: dict[str, Value] = {"ready": ready, "status": status, "restarts": row.restarts, "age": row.age,
                            "node": row.node}
-    entity = {"pod": name, "namespace": row.cells.get("NAMESPACE"), "node": row.node}
+    entity = {"pod": name, "namespace": row.namespace, "node": row.node}
     at = ctx.src([i], piece.start)
     base = status.split(":")[-1]
     if status in ("Running", "Completed", "Succeeded") and (status != "Running" or (
