@@ -598,11 +598,11 @@ def _node_object(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     if node.taints:
         out += _taint_finding(ctx, piece, list(node.taints), [0], name, "yaml")
     for cond in node.conditions:
-        ctype, cstat = cond.type, str(cond.status)
+        ctype, cstat = str(cond.type), str(cond.status)
         if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
             code = "node_not_ready" if ctype == "Ready" else "node_pressure"
             out.append(make("yaml", code, category="node-health", failure=code, severity="error",
-                            meaning=f"condition {ctype}={cstat}: {cond.message}",
+                            meaning=f"condition {ctype}={cstat}: {cond.message or ''}",
                             lines=ctx.span(piece, 1), entity={"node": name}))
     for register in node.hami_registers:
         out += _hami_findings(ctx, piece, parse_hami_register(register), [0], "yaml", name)
@@ -625,9 +625,9 @@ def _workload(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     conds = workload.conditions
     finished, admitted, quota = conds.get("Finished"), conds.get("Admitted"), conds.get("QuotaReserved")
     if finished is not None and finished.status == "True":
-        code, meaning = "workload_finished", f"Workload finished: {finished.reason} {finished.message}".strip()
+        code, meaning = "workload_finished", f"Workload finished: {finished.reason} {finished.message or ''}".strip()
     elif admitted is not None and admitted.status == "True":
-        code, meaning = "workload_admitted", f"Workload admitted: {quota.message if quota is not None else ''}"
+        code, meaning = "workload_admitted", f"Workload admitted: {(quota.message or '') if quota is not None else ''}"
     else:
         code, meaning = "workload_pending", "Workload not admitted yet (no condition says why)"
     return [make("yaml", code, category="queue", severity="ok" if code != "workload_pending" else "warning",
