@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import yaml
 
@@ -717,7 +717,7 @@ def _item_ranges(lines: list[str]) -> list[tuple[int, int]]:
     return [(s, starts[n + 1] if n + 1 < len(starts) else len(lines)) for n, s in enumerate(starts)]
 
 
-def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
+def _events_list(ctx: Ctx, piece: Piece, items: list[object]) -> list[Finding]:
     out: list[Finding] = []
     normal = 0
     lines = ctx.lines(piece)
@@ -788,7 +788,7 @@ ObjectReader = Callable[[Ctx, Piece, KubeObject], list[Finding] | None]
 """Reads one shape of mapping: ``(ctx, piece, obj) -> findings``."""
 
 
-def _read_list(ctx: Ctx, piece: Piece, obj: list[Any]) -> list[Finding] | None:
+def _read_list(ctx: Ctx, piece: Piece, obj: list[object]) -> list[Finding] | None:
     """A top-level list: HAMi device registrations, a bare list of events, or each item on its own
     (None when no item is understood)."""
     if is_hami_register(obj):
