@@ -131,6 +131,18 @@ def test_get_pods_rows() -> None:
     assert r.findings[0].quantities["restarts"] == "7 (2m ago)"
 
 
+def test_get_pods_rows_name_their_namespace_under_either_header() -> None:
+    # a pod table headed NS (the short header read_table accepts) after one headed NAMESPACE: each row names its
+    # namespace, as a quota row under either header does (the NS row's was dropped before)
+    r = explain_text("NAMESPACE   NAME       READY   STATUS             RESTARTS   AGE\n"
+                     "ml          train-0    0/1     CrashLoopBackOff   7          10m\n"
+                     "NS   NAME       READY   STATUS             RESTARTS   AGE\n"
+                     "ops  big-0      0/1     Pending            0          10m\n")
+    assert [(f.kind, f.code, dict(f.entity)) for f in r.findings] == [
+        ("kubectl-table", "crash_loop", {"pod": "train-0", "namespace": "ml"}),
+        ("kubectl-table", "pod_pending", {"pod": "big-0", "namespace": "ops"})]
+
+
 def test_docker_run_device_mapping() -> None:
     r = _read("docker-run-ascend-missing-control-devices.txt")
     req = _one(r, "container_device_request")
@@ -231,3 +243,21 @@ def test_a_containers_state_fields_pasted_alone_are_read() -> None:
         assert [b.kind for b in report.blocks] == ["describe-pod"]
         assert sorted((f.code, f.owner) for f in report.findings if f.severity != "info") == [
             ("crash_loop", "algorithm"), ("oom_killed", "algorithm")]
+
+
+def test_pasted_object_conditions_read_as_the_pending_readers_read_them() -> None:
+    # hand-written YAML: an unquoted True is a YAML boolean. The pending readers read a condition's status as text
+    # ("True"), so they find nothing blocking; the Workload reader compared the raw value and called the admitted
+    # workload "not admitted yet"
+    r = explain_text("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata:\n  name: w5\nstatus:\n"
+                     "  conditions:\n  - type: QuotaReserved\n    status: True\n"
+                     "    message: Quota reserved in ClusterQueue cq\n  - type: Admitted\n    status: true\n")
+    assert [(f.code, f.severity, f.meaning) for f in r.findings] == [
+        ("workload_admitted", "ok", "Workload admitted: Quota reserved in ClusterQueue cq")]
+    # a null message is no message (it was printed as the word None)
+    r = explain_text('{"kind": "Node", "metadata": {"name": "n1"}, "status": {"conditions": ['
+                     '{"type": "MemoryPressure", "status": "True", "message": null}]}}')
+    assert [f.meaning for f in r.findings if f.code == "node_pressure"] == ["condition MemoryPressure=True: "]
+    r = explain_text('{"kind": "Workload", "metadata": {"name": "w4"}, "status": {"conditions": ['
+                     '{"type": "Finished", "status": "True", "reason": "Succeeded", "message": null}]}}')
+    assert [f.meaning for f in r.findings] == ["Workload finished: Succeeded"]

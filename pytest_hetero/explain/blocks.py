@@ -129,10 +129,6 @@ def _box_end(lines: list[str], i: int) -> int:
     return i
 
 
-def _look(lines: list[str], i: int, width: int = 4) -> str:
-    return "\n".join(lines[i : i + width])
-
-
 # --- claimers: (lines, i) -> (kind, end) or None ------------------------------------------------------
 
 Claim = tuple[str, int]

@@ -17,10 +17,11 @@ from typing import NamedTuple
 
 from pytest_hetero.explain.model import Value
 from pytest_hetero.pending.events import EventRow
+from pytest_hetero.pending.model import Condition
 from pytest_hetero.pending.objects import EventObject, KubeObject
 
-__all__ = ["KubeCondition", "KubeEvent", "KubeObject", "NodeObject", "PodGroupObject", "PodSetAssignment",
-           "QueueObject", "VcJobObject", "WorkloadObject", "conditions", "scalar"]
+__all__ = ["KubeEvent", "KubeObject", "NodeObject", "PodGroupObject", "PodSetAssignment", "QueueObject",
+           "VcJobObject", "WorkloadObject", "conditions", "scalar"]
 
 
 def scalar(value: object) -> Value:
@@ -56,21 +57,11 @@ def _objects(value: object) -> list[Mapping[str, object]]:
     return [entry for entry in value if isinstance(entry, Mapping)]
 
 
-class KubeCondition(NamedTuple):
-    """A ``status.conditions[]`` entry as written: ``type`` as text (``str`` of the value: "None" when absent),
-    ``status`` and ``reason`` as written (None when absent), ``message`` as written ("" when absent)."""
-
-    type: str
-    status: object
-    reason: object
-    message: object
-
-
-def conditions(value: object) -> tuple[KubeCondition, ...]:
-    """The mapping entries of a ``conditions`` list as written (none when absent, null or empty), in order; raises
-    as :func:`_objects` does."""
-    return tuple(KubeCondition(str(c.get("type")), c.get("status"), c.get("reason"), c.get("message", ""))
-                 for c in _objects(value))
+def conditions(value: object) -> tuple[Condition, ...]:
+    """The mapping entries of a ``conditions`` list (none when absent, null or empty), in order, each parsed by the
+    pending readers' :meth:`Condition.parse <pytest_hetero.pending.model.Condition.parse>` (its fields as text,
+    None when absent or null); raises as :func:`_objects` does (other entries skipped)."""
+    return tuple(Condition.parse(c) for c in _objects(value))
 
 
 @dataclass(frozen=True)
@@ -86,7 +77,7 @@ class NodeObject:
     allocatable: dict[str, str]
     labels: dict[str, str]
     taints: tuple[str, ...]
-    conditions: tuple[KubeCondition, ...]
+    conditions: tuple[Condition, ...]
     hami_registers: tuple[str, ...]
 
     @classmethod
@@ -120,7 +111,7 @@ class WorkloadObject:
     """A Kueue Workload: ``conditions`` by type (the last of a type wins), the admitting ClusterQueue
     (``status.admission.clusterQueue``; None when not admitted) and the pod sets' flavor assignments."""
 
-    conditions: dict[str, KubeCondition]
+    conditions: dict[str | None, Condition]
     cluster_queue: Value
     assignments: tuple[PodSetAssignment, ...]
 

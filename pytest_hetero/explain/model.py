@@ -19,6 +19,7 @@ reader understood; never owned by a team).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
@@ -171,10 +172,7 @@ class Report:
 
     def owners(self) -> tuple[str, ...]:
         """Teams named by unhealthy findings, most findings first (ties in first-seen order)."""
-        counts: dict[str, int] = {}
-        for finding in self.unhealthy:
-            if finding.owner:
-                counts[finding.owner] = counts.get(finding.owner, 0) + 1
+        counts = Counter(finding.owner for finding in self.unhealthy if finding.owner)
         return tuple(sorted(counts, key=lambda team: -counts[team]))
 
     def to_dict(self) -> dict[str, object]:

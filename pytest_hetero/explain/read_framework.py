@@ -185,18 +185,18 @@ def nccl(line: str) -> tuple[str, str, str, dict[str, Value], dict[str, str]] | 
     """``(code, failure, meaning, quantities, entity)`` for one NCCL/ProcessGroupNCCL line, or None.
     ``failure`` is a failure-table category; :data:`PEER` (undetermined) where one rank's log cannot decide."""
     rank = RANK.search(line)
-    entity = {"rank": rank.group("rank") or rank.group("rank2")} if rank else {}
+    rank_id = (rank.group("rank") or rank.group("rank2")) if rank else "?"  # "?" when the line names no rank
+    entity = {"rank": rank_id} if rank else {}
     head = NCCL_HEAD.match(line)
     if head:
         entity.update(node=head.group("host"), pid=head.group("pid"), cuda_device=head.group("dev"))
     w = NCCL_WATCHDOG.search(line)
     if w:
-        r = entity.get("rank", "?")
         q: dict[str, Value] = {"seq_num": int(w.group("seq")), "op_type": w.group("op"),
                                "numel_in": int(w.group("in")) if w.group("in") else None,
                                "numel_out": int(w.group("out")) if w.group("out") else None,
-                               "timeout_ms": int(w.group("timeout")), "ranks": r,
-                               f"ran_for_ms.rank{r}": int(w.group("ran")),
+                               "timeout_ms": int(w.group("timeout")), "ranks": rank_id,
+                               f"ran_for_ms.rank{rank_id}": int(w.group("ran")),
                                "next": "read every rank's log: the rank that never reached SeqNum "
                                        f"{w.group('seq')} (or that failed first) is the culprit"}
         return ("nccl_watchdog_timeout", PEER,

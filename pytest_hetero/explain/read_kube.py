@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import yaml
 
@@ -530,7 +530,7 @@ def _pod_row(ctx: Ctx, piece: Piece, i: int, row: TableRow) -> Finding:
     status, name, ready = row.status or "", row.name or "", row.ready or ""
     q: dict[str, Value] = {"ready": ready, "status": status, "restarts": row.restarts, "age": row.age,
                            "node": row.node}
-    entity = {"pod": name, "namespace": row.cells.get("NAMESPACE"), "node": row.node}
+    entity = {"pod": name, "namespace": row.namespace, "node": row.node}
     at = ctx.src([i], piece.start)
     base = status.split(":")[-1]
     if status in ("Running", "Completed", "Succeeded") and (status != "Running" or (
@@ -598,11 +598,11 @@ def _node_object(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     if node.taints:
         out += _taint_finding(ctx, piece, list(node.taints), [0], name, "yaml")
     for cond in node.conditions:
-        ctype, cstat = cond.type, str(cond.status)
+        ctype, cstat = str(cond.type), str(cond.status)
         if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
             code = "node_not_ready" if ctype == "Ready" else "node_pressure"
             out.append(make("yaml", code, category="node-health", failure=code, severity="error",
-                            meaning=f"condition {ctype}={cstat}: {cond.message}",
+                            meaning=f"condition {ctype}={cstat}: {cond.message or ''}",
                             lines=ctx.span(piece, 1), entity={"node": name}))
     for register in node.hami_registers:
         out += _hami_findings(ctx, piece, parse_hami_register(register), [0], "yaml", name)
@@ -625,9 +625,9 @@ def _workload(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     conds = workload.conditions
     finished, admitted, quota = conds.get("Finished"), conds.get("Admitted"), conds.get("QuotaReserved")
     if finished is not None and finished.status == "True":
-        code, meaning = "workload_finished", f"Workload finished: {finished.reason} {finished.message}".strip()
+        code, meaning = "workload_finished", f"Workload finished: {finished.reason} {finished.message or ''}".strip()
     elif admitted is not None and admitted.status == "True":
-        code, meaning = "workload_admitted", f"Workload admitted: {quota.message if quota is not None else ''}"
+        code, meaning = "workload_admitted", f"Workload admitted: {(quota.message or '') if quota is not None else ''}"
     else:
         code, meaning = "workload_pending", "Workload not admitted yet (no condition says why)"
     return [make("yaml", code, category="queue", severity="ok" if code != "workload_pending" else "warning",
@@ -717,7 +717,7 @@ def _item_ranges(lines: list[str]) -> list[tuple[int, int]]:
     return [(s, starts[n + 1] if n + 1 < len(starts) else len(lines)) for n, s in enumerate(starts)]
 
 
-def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
+def _events_list(ctx: Ctx, piece: Piece, items: list[object]) -> list[Finding]:
     out: list[Finding] = []
     normal = 0
     lines = ctx.lines(piece)
@@ -788,7 +788,7 @@ ObjectReader = Callable[[Ctx, Piece, KubeObject], list[Finding] | None]
 """Reads one shape of mapping: ``(ctx, piece, obj) -> findings``."""
 
 
-def _read_list(ctx: Ctx, piece: Piece, obj: list[Any]) -> list[Finding] | None:
+def _read_list(ctx: Ctx, piece: Piece, obj: list[object]) -> list[Finding] | None:
     """A top-level list: HAMi device registrations, a bare list of events, or each item on its own
     (None when no item is understood)."""
     if is_hami_register(obj):

@@ -108,12 +108,15 @@ def _slices(spans: list[tuple[int, int]]) -> str:
     return ",".join(runs)
 
 
-def _lgi_row(line: str, per_gpu: dict[str, list[tuple[int, int]]], overlaps: Counter[str]
+def _lgi_row(line: str, per_gpu: dict[str, list[tuple[int, int]]], overlaps: Counter[str], instances: Counter[str]
              ) -> tuple[str, str, dict[str, str], dict[str, Value]] | None:
+    """A ``-lgi`` GPU instance row: counted in ``instances`` and its placement (when printed) added to ``per_gpu``
+    (``overlaps`` counts one that overlaps an earlier placement), per GPU index."""
     m = _LGI.match(line)
     if not m:
         return None
     gpu = m.group("gpu")
+    instances[gpu] += 1
     q: dict[str, Value] = {"profile": m.group("name").split()[1], "profile_id": int(m.group("pid"))}
     spans = per_gpu.setdefault(gpu, [])
     if m.group("start") is not None:
@@ -169,10 +172,11 @@ def _mig_table(ctx: Ctx, piece: Piece, lines: list[str], title: str) -> list[Fin
     out: list[Finding] = []
     per_gpu: dict[str, list[tuple[int, int]]] = {}
     overlaps: Counter[str] = Counter()
+    instances: Counter[str] = Counter()
     for i, line in enumerate(lines):
         idx = [i]
         if title == "GPU instances":
-            row = _lgi_row(line, per_gpu, overlaps)
+            row = _lgi_row(line, per_gpu, overlaps, instances)
         elif title == "Compute instances":
             row = _lci_row(line)
         else:
@@ -186,7 +190,7 @@ def _mig_table(ctx: Ctx, piece: Piece, lines: list[str], title: str) -> list[Fin
         out.append(make("nvidia-smi-mig", code, category="inventory", severity="ok", meaning=meaning,
                         lines=ctx.src(idx, piece.start), entity=entity, quantities=q))
     for gpu, spans in per_gpu.items():
-        count = sum(1 for f in out if f.code == "gpu_instance" and f.entity.get("gpu_index") == gpu)
+        count = instances[gpu]
         out.append(make("nvidia-smi-mig", "gpu_instances", category="inventory", severity="ok",
                         meaning=f"GPU {gpu}: {count} GPU instance(s) on slices {_slices(spans) or '?'}",
                         lines=ctx.span(piece, 2), entity={"gpu_index": gpu},
