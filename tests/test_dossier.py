@@ -105,20 +105,23 @@ def test_proves_and_does_not_prove_are_specific_to_what_ran() -> None:
     assert t("dnp.simulated", nodes="kwok-1") not in dnp
 
 
-FULL_CONTRACT: SignoffView = {"run_signer": "cd" * 32, "signer_error": None, "roles": [
-    {"role": "business", "layers": ["business"], "owner": "risk-business", "state": "accepted_with_conditions",
-     "signed": [{"keyid": "ab" * 32, "names": ["Li Wei (business owner)"], "decision": "accept-with-conditions",
-                 "conditions": "re-measure latency on the H200 pool before go-live",
-                 "signed_at": "2026-11-30T08:00:00Z", "verified": True, "why_unverified": None}]},
-    {"role": "platform", "layers": ["scheduling", "startup"], "owner": "platform", "state": "rejected",
-     "signed": [{"keyid": "ef" * 32, "names": ["Zhang Min"], "decision": "reject", "conditions": "p99 too high",
-                 "signed_at": "2026-11-30T09:00:00Z", "verified": False,
-                 "why_unverified": "key not in the trust policy"}]},
-    {"role": "algorithm", "layers": ["model"], "signed": []},
-]}
+FULL_CONTRACT: SignoffView = {
+    "source": "attestations", "run_signer": "cd" * 32, "run_verified": False, "signer_error": None,
+    "verification": "unverified", "verified_by": None, "policy": None, "note": "", "roles": [
+        {"role": "business", "layers": ["business"], "owner": "risk-business", "state": "accepted_with_conditions",
+         "signed": [{"keyid": "ab" * 32, "names": ["Li Wei (business owner)"], "decision": "accept-with-conditions",
+                     "conditions": "re-measure latency on the H200 pool before go-live",
+                     "signed_at": "2026-11-30T08:00:00Z", "verified": True, "why_unverified": None,
+                     "layers": ["business"]}]},
+        {"role": "platform", "layers": ["scheduling", "startup"], "owner": "platform", "state": "rejected",
+         "signed": [{"keyid": "ef" * 32, "names": ["Zhang Min"], "decision": "reject", "conditions": "p99 too high",
+                     "signed_at": "2026-11-30T09:00:00Z", "verified": False,
+                     "why_unverified": "key not in the trust policy", "layers": []}]},
+        {"role": "algorithm", "layers": ["model"], "owner": "algorithm", "state": "pending", "signed": []},
+    ]}
 
 
-def test_sign_off_contract_fields_are_rendered_and_missing_ones_read_as_pending() -> None:
+def test_sign_off_contract_fields_are_rendered_and_a_role_without_sign_offs_reads_as_pending() -> None:
     t = Text("en")
     roles = sections.roles(FULL_CONTRACT, t)
     business, platform, algorithm = roles
@@ -133,7 +136,7 @@ def test_sign_off_contract_fields_are_rendered_and_missing_ones_read_as_pending(
                 why_unverified=NO_POLICY)], source="attestations"), t)
     role = next(r for r in unchecked if r["role"] == "business")
     claim = role["signed"][0]
-    assert role["state"] == "pending" and claim["verified"] is False and claim["checked"] is True
+    assert role["state"] == "pending" and claim["verified"] is False
     assert claim["why_unverified"] == NO_POLICY and claim["names"] == []
     conditions = cover(Facts(as_document(sample_evidence())), t, FULL_CONTRACT, roles)["conditions"]
     assert conditions == ["business accepted on condition: re-measure latency on the H200 pool before go-live",
@@ -221,7 +224,7 @@ def test_change_since_baseline_lists_versions_transitions_metrics_and_gate() -> 
         "metric_changes": [{"item": "example-cpu::x::business", "rule": "accuracy-floor", "old": 0.96, "new": 0.9,
                             "relative_change": -0.0625}],
         "target_changes": [], "gate": {"policy": "regression", "failed": True, "reasons": ["1 regression(s)"]}}
-    lines = cover(Facts(as_document(ev)), Text("zh"), {"roles": []}, [])["change"]
+    lines = cover(Facts(as_document(ev)), Text("zh"), signoff_context({}, None, None), [])["change"]
     assert lines == ["基线运行 night-1（签名已验证）。", "模型 digits-logreg：1.0.0 → 1.1.0", "状态变化：回归 1 项",
                      "回归：cpu-host::discovery（通过 → 失败）", "x::business 的指标 accuracy-floor：0.96 → 0.9（-6.2%）",
                      "基线门禁（失败策略 regression）：未通过: 1 regression(s)"]

@@ -115,32 +115,30 @@ def image_digest(f: Facts, item: Entry) -> str:
 
 
 def roles(signoff: SignoffView, t: Text) -> list[Role]:
-    """The sign-off view's roles with every field of the contract filled: ``{"role", "owner", "layers",
-    "state", "state_text", "signed": [{"keyid", "names", "decision", "decision_text", "conditions" (list),
-    "signed_at", "verified", "checked" (the view said whether it verified), "why_unverified"}]}``; decisions
-    as ``hetero sign`` writes them (``accept``,
-    ``accept-with-conditions`` …) read as their state word. A field the view does not carry reads as
-    pending / not verified (never as accepted)."""
+    """The sign-off view's roles (:class:`~pytest_hetero.evidence.views.RoleView`) as the dossier shows them:
+    ``{"role", "owner", "layers", "state", "state_text", "signed": [{"keyid", "names", "decision",
+    "decision_text", "conditions" (list), "signed_at", "verified", "why_unverified", "layers"}]}``; decisions
+    as ``hetero sign`` writes them (``accept``, ``accept-with-conditions`` …) read as their state word (a line
+    without one as ``signed``, any other word as written); a sign-off that names no layer vouches for its
+    role's."""
     out: list[Role] = []
-    for role in signoff.get("roles") or []:
+    for role in signoff["roles"]:
         signed: list[SignedRow] = []
-        for claim in role.get("signed") or []:
-            raw = str(claim.get("decision") or "signed")
+        for claim in role["signed"]:
+            raw = claim["decision"] or "signed"
             decision = DECISIONS.get(raw, raw)
-            verified = claim.get("verified") is True
-            conditions = claim.get("conditions")
+            verified = claim["verified"]
+            conditions = claim["conditions"]
             signed.append({
-                "keyid": str(claim.get("keyid", "")), "names": [str(n) for n in claim.get("names") or []],
+                "keyid": claim["keyid"], "names": list(claim["names"]),
                 "decision": decision, "decision_text": t(f"state.{decision}") if decision in STATES else decision,
                 "conditions": [conditions] if conditions else [],
-                "signed_at": when(claim.get("signed_at")),
-                "verified": verified, "checked": "verified" in claim,
-                "why_unverified": None if verified else str(claim.get("why_unverified") or t("so.not_checked")),
-                "layers": list(claim.get("layers") or role.get("layers") or []),
+                "signed_at": when(claim["signed_at"]), "verified": verified,
+                "why_unverified": None if verified else claim["why_unverified"] or t("so.not_checked"),
+                "layers": list(claim["layers"] or role["layers"]),
             })
-        state = str(role.get("state") or ("signed" if signed else "pending"))
-        out.append({"role": str(role.get("role", "")), "owner": str(role.get("owner") or role.get("role", "")),
-                    "layers": list(role.get("layers") or []), "state": state,
+        state = role["state"]
+        out.append({"role": role["role"], "owner": role["owner"], "layers": list(role["layers"]), "state": state,
                     "state_text": t(f"state.{state}") if state in STATES else state, "signed": signed})
     return out
 
