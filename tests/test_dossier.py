@@ -21,7 +21,7 @@ from pytest_hetero.evidence.document import as_document
 from pytest_hetero.evidence.views import SignoffView
 from pytest_hetero.reporting import dossier_sections as sections
 from pytest_hetero.reporting.dossier import cover, not_proves, proves, qualifications, render_dossier
-from pytest_hetero.reporting.dossier_facts import Facts
+from pytest_hetero.reporting.dossier_facts import KINDS, Facts
 from pytest_hetero.reporting.dossier_text import MESSAGES, Text
 
 if TYPE_CHECKING:
@@ -103,6 +103,13 @@ def test_proves_and_does_not_prove_are_specific_to_what_ran() -> None:
            "exercised for any resource." in dnp
     assert t("dnp.startup.local") in dnp
     assert t("dnp.simulated", nodes="kwok-1") not in dnp
+
+
+def test_every_record_kind_a_chapter_counts_is_indexed() -> None:
+    """A layer chapter counts the items holding each kind of :data:`sections.EVIDENCE_KINDS` from the index
+    (``Facts.with_kind``, one list per kind of :data:`KINDS`); ``failure`` is an item's failure, not a record."""
+    listed = {kind for per in sections.EVIDENCE_KINDS.values() for _, kinds in per for kind in kinds}
+    assert listed - {"failure"} <= KINDS
 
 
 FULL_CONTRACT: SignoffView = {

@@ -173,7 +173,7 @@ def _present(f: Facts, reported: list[ItemDict], kinds: tuple[str, ...]) -> int:
         return sum(1 for i in reported if failure_of(i))
     if kinds == ("scheduling.queue",):
         return sum(1 for i in reported if _queue(f, i) or any(d.get("queue_objects") for d in f.all(i, PENDING)))
-    ids = {i["nodeid"] for kind in kinds for i in f.with_kind.get(kind, [])}
+    ids = {i["nodeid"] for kind in kinds for i in f.with_kind[kind]}  # every kind listed is indexed (KINDS)
     return sum(1 for i in reported if i["nodeid"] in ids)
 
 
@@ -359,15 +359,16 @@ def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, flo
 
 
 def _queue_row(f: Facts, t: Text, item: Entry) -> QueueRow:
-    placed = f.first(item, PLACED)
+    """One row of the queue table; ``admitted`` the Kueue admission's time (``scheduling.queue``, written by
+    :func:`pytest_hetero.backends.kubernetes.placement.record_admission`; no writer of ``scheduling.placed`` has
+    ever written one)."""
     t0, t_placed, t_started, statuses = _queue_times(f, item)
     missing = t("ops.not_recorded")
     waits = [_wait(t, b - t0) for b in (t_placed, t_started) if t0 is not None and b is not None]
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses) if statuses else None
+    queue = f.first(item, QUEUE_ADMISSION)
     return {"item": short(item["nodeid"]), "submitted": when(t0) or missing,
-            "admitted": when((placed.get("admitted_at") if placed else None)
-                             or (queue.get("admitted_at") if (queue := f.first(item, QUEUE_ADMISSION)) else None))
-            or missing,
+            "admitted": when(queue.get("admitted_at") if queue else None) or missing,
             "placed": when(t_placed) or missing,
             "started": when(t_started) or missing, "wait": " / ".join(waits) or missing,
             "restarts": missing if restarts is None else str(restarts)}
