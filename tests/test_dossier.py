@@ -15,6 +15,7 @@ import pytest
 from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
 from test_bundle_verify import hetero
 
+from pytest_hetero.bundle.baseline import TRANSITIONS
 from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.bundle.signoff_check import NO_POLICY, SignOff
 from pytest_hetero.evidence.document import as_document
@@ -208,8 +209,8 @@ def test_phases_and_scenarios_mark_what_proves_them_or_not_covered() -> None:
     assert (placement["state"], placement["detail"]) == ("not_covered", "no placement was attempted on this "
                                                                          "backend (local)")
     assert unsigned["4. Expansion breaks nothing"]["detail"] == "no baseline was compared"
-    ev["baseline_diff"] = {"baseline": {"run": "night-1"}, "counts": {"regression": 1, "new_failure": 0},
-                           "transitions": {}, "verification": "verified", "gate": {}}
+    ev["baseline_diff"] = {"baseline": {"run": "night-1"}, "counts": {**dict.fromkeys(TRANSITIONS, 0), "regression": 1},
+                           "transitions": {name: [] for name in TRANSITIONS}, "verification": "verified", "gate": {}}
     expansion = sections.phases(Facts(as_document(ev)), t, signoff_context(OWNERS, None, "x"))[3]
     assert (expansion["state"], expansion["detail"]) == ("against", "against baseline night-1: 1 regression(s), "
                                                                     "0 new failure(s)")
@@ -224,9 +225,9 @@ def test_change_since_baseline_lists_versions_transitions_metrics_and_gate() -> 
     ev = local_pass()
     ev["baseline_diff"] = {
         "baseline": {"run": "night-1", "matrices": ["example-cpu"]}, "verification": "verified",
-        "transitions": {"regression": [{"item": "example-cpu::cpu-host::discovery", "old": "passed", "new": "failed"}],
-                        "fixed": []},
-        "counts": {"regression": 1, "fixed": 0},
+        "transitions": {**{name: [] for name in TRANSITIONS},
+                        "regression": [{"item": "example-cpu::cpu-host::discovery", "old": "passed", "new": "failed"}]},
+        "counts": {**dict.fromkeys(TRANSITIONS, 0), "regression": 1},
         "input_changes": [{"what": "model", "name": "digits-logreg", "old": "1.0.0", "new": "1.1.0"}],
         "metric_changes": [{"item": "example-cpu::x::business", "rule": "accuracy-floor", "old": 0.96, "new": 0.9,
                             "relative_change": -0.0625}],

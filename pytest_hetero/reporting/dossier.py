@@ -245,7 +245,7 @@ def change(f: Facts, t: Text) -> list[str]:
         lines.append(t("change.transitions", counts=t.join([t("count.status", count=n, status=t("t." + k))
                                                             for k, n in counts.items()])))
     for name in ("regression", "new_failure", "fixed", "newly_untested", "newly_covered"):
-        for e in diff["transitions"].get(name, [])[:CHANGE_LIMIT]:
+        for e in diff["transitions"][name][:CHANGE_LIMIT]:
             lines.append(t("change.item", transition=t("t." + name), item=short(e["item"]),
                            old=t.status(e["old"]), new=t.status(e["new"])))
     lines += [t("change.metric", rule=m["rule"], item=short(m["item"]), old=m["old"], new=m["new"],

@@ -406,14 +406,14 @@ def phases(f: Facts, t: Text, signoff: SignoffView) -> list[Coverage]:
     detail = t("d.evidence", signature=signature, digests=len(digests), images=len(images))
     out.append(_coverage(t, state, t("phase.evidence"), digests, detail))
     diff = f.baseline_diff
-    if not diff or "error" in diff or not diff["counts"]:
+    if not diff or "error" in diff:
         out.append(_coverage(t, "not_covered", t("phase.expansion"), [], t("d.no_baseline")))
     else:
-        counts = diff["counts"]  # every transition's count (a hand-made section may name fewer)
-        bad = counts.get("regression", 0) + counts.get("new_failure", 0)
+        counts = diff["counts"]  # every transition's count (bundle.baseline.TransitionCounts)
+        bad = counts["regression"] + counts["new_failure"]
         out.append(_coverage(t, "against" if bad else "covered", t("phase.expansion"), [], t(
-            "d.expansion", run=diff["baseline"]["run"], regressions=counts.get("regression", 0),
-            new=counts.get("new_failure", 0))))
+            "d.expansion", run=diff["baseline"]["run"], regressions=counts["regression"],
+            new=counts["new_failure"])))
     return out
 
 
