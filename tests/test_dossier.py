@@ -15,13 +15,14 @@ import pytest
 from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
 from test_bundle_verify import hetero
 
+from pytest_hetero.bundle.baseline import TRANSITIONS
 from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.bundle.signoff_check import NO_POLICY, SignOff
 from pytest_hetero.evidence.document import as_document
 from pytest_hetero.evidence.views import SignoffView
 from pytest_hetero.reporting import dossier_sections as sections
 from pytest_hetero.reporting.dossier import cover, not_proves, proves, qualifications, render_dossier
-from pytest_hetero.reporting.dossier_facts import Facts
+from pytest_hetero.reporting.dossier_facts import KINDS, Facts
 from pytest_hetero.reporting.dossier_text import MESSAGES, Text
 
 if TYPE_CHECKING:
@@ -105,20 +106,30 @@ def test_proves_and_does_not_prove_are_specific_to_what_ran() -> None:
     assert t("dnp.simulated", nodes="kwok-1") not in dnp
 
 
-FULL_CONTRACT: SignoffView = {"run_signer": "cd" * 32, "signer_error": None, "roles": [
-    {"role": "business", "layers": ["business"], "owner": "risk-business", "state": "accepted_with_conditions",
-     "signed": [{"keyid": "ab" * 32, "names": ["Li Wei (business owner)"], "decision": "accept-with-conditions",
-                 "conditions": "re-measure latency on the H200 pool before go-live",
-                 "signed_at": "2026-11-30T08:00:00Z", "verified": True, "why_unverified": None}]},
-    {"role": "platform", "layers": ["scheduling", "startup"], "owner": "platform", "state": "rejected",
-     "signed": [{"keyid": "ef" * 32, "names": ["Zhang Min"], "decision": "reject", "conditions": "p99 too high",
-                 "signed_at": "2026-11-30T09:00:00Z", "verified": False,
-                 "why_unverified": "key not in the trust policy"}]},
-    {"role": "algorithm", "layers": ["model"], "signed": []},
-]}
+def test_every_record_kind_a_chapter_counts_is_indexed() -> None:
+    """A layer chapter counts the items holding each kind of :data:`sections.EVIDENCE_KINDS` from the index
+    (``Facts.with_kind``, one list per kind of :data:`KINDS`); ``failure`` is an item's failure, not a record."""
+    listed = {kind for per in sections.EVIDENCE_KINDS.values() for _, kinds in per for kind in kinds}
+    assert listed - {"failure"} <= KINDS
 
 
-def test_sign_off_contract_fields_are_rendered_and_missing_ones_read_as_pending() -> None:
+FULL_CONTRACT: SignoffView = {
+    "source": "attestations", "run_signer": "cd" * 32, "run_verified": False, "signer_error": None,
+    "verification": "unverified", "verified_by": None, "policy": None, "note": "", "roles": [
+        {"role": "business", "layers": ["business"], "owner": "risk-business", "state": "accepted_with_conditions",
+         "signed": [{"keyid": "ab" * 32, "names": ["Li Wei (business owner)"], "decision": "accept-with-conditions",
+                     "conditions": "re-measure latency on the H200 pool before go-live",
+                     "signed_at": "2026-11-30T08:00:00Z", "verified": True, "why_unverified": None,
+                     "layers": ["business"]}]},
+        {"role": "platform", "layers": ["scheduling", "startup"], "owner": "platform", "state": "rejected",
+         "signed": [{"keyid": "ef" * 32, "names": ["Zhang Min"], "decision": "reject", "conditions": "p99 too high",
+                     "signed_at": "2026-11-30T09:00:00Z", "verified": False,
+                     "why_unverified": "key not in the trust policy", "layers": []}]},
+        {"role": "algorithm", "layers": ["model"], "owner": "algorithm", "state": "pending", "signed": []},
+    ]}
+
+
+def test_sign_off_contract_fields_are_rendered_and_a_role_without_sign_offs_reads_as_pending() -> None:
     t = Text("en")
     roles = sections.roles(FULL_CONTRACT, t)
     business, platform, algorithm = roles
@@ -133,7 +144,7 @@ def test_sign_off_contract_fields_are_rendered_and_missing_ones_read_as_pending(
                 why_unverified=NO_POLICY)], source="attestations"), t)
     role = next(r for r in unchecked if r["role"] == "business")
     claim = role["signed"][0]
-    assert role["state"] == "pending" and claim["verified"] is False and claim["checked"] is True
+    assert role["state"] == "pending" and claim["verified"] is False
     assert claim["why_unverified"] == NO_POLICY and claim["names"] == []
     conditions = cover(Facts(as_document(sample_evidence())), t, FULL_CONTRACT, roles)["conditions"]
     assert conditions == ["business accepted on condition: re-measure latency on the H200 pool before go-live",
@@ -198,8 +209,8 @@ def test_phases_and_scenarios_mark_what_proves_them_or_not_covered() -> None:
     assert (placement["state"], placement["detail"]) == ("not_covered", "no placement was attempted on this "
                                                                          "backend (local)")
     assert unsigned["4. Expansion breaks nothing"]["detail"] == "no baseline was compared"
-    ev["baseline_diff"] = {"baseline": {"run": "night-1"}, "counts": {"regression": 1, "new_failure": 0},
-                           "transitions": {}, "verification": "verified", "gate": {}}
+    ev["baseline_diff"] = {"baseline": {"run": "night-1"}, "counts": {**dict.fromkeys(TRANSITIONS, 0), "regression": 1},
+                           "transitions": {name: [] for name in TRANSITIONS}, "verification": "verified", "gate": {}}
     expansion = sections.phases(Facts(as_document(ev)), t, signoff_context(OWNERS, None, "x"))[3]
     assert (expansion["state"], expansion["detail"]) == ("against", "against baseline night-1: 1 regression(s), "
                                                                     "0 new failure(s)")
@@ -214,14 +225,14 @@ def test_change_since_baseline_lists_versions_transitions_metrics_and_gate() -> 
     ev = local_pass()
     ev["baseline_diff"] = {
         "baseline": {"run": "night-1", "matrices": ["example-cpu"]}, "verification": "verified",
-        "transitions": {"regression": [{"item": "example-cpu::cpu-host::discovery", "old": "passed", "new": "failed"}],
-                        "fixed": []},
-        "counts": {"regression": 1, "fixed": 0},
+        "transitions": {**{name: [] for name in TRANSITIONS},
+                        "regression": [{"item": "example-cpu::cpu-host::discovery", "old": "passed", "new": "failed"}]},
+        "counts": {**dict.fromkeys(TRANSITIONS, 0), "regression": 1},
         "input_changes": [{"what": "model", "name": "digits-logreg", "old": "1.0.0", "new": "1.1.0"}],
         "metric_changes": [{"item": "example-cpu::x::business", "rule": "accuracy-floor", "old": 0.96, "new": 0.9,
                             "relative_change": -0.0625}],
         "target_changes": [], "gate": {"policy": "regression", "failed": True, "reasons": ["1 regression(s)"]}}
-    lines = cover(Facts(as_document(ev)), Text("zh"), {"roles": []}, [])["change"]
+    lines = cover(Facts(as_document(ev)), Text("zh"), signoff_context({}, None, None), [])["change"]
     assert lines == ["基线运行 night-1（签名已验证）。", "模型 digits-logreg：1.0.0 → 1.1.0", "状态变化：回归 1 项",
                      "回归：cpu-host::discovery（通过 → 失败）", "x::business 的指标 accuracy-floor：0.96 → 0.9（-6.2%）",
                      "基线门禁（失败策略 regression）：未通过: 1 regression(s)"]

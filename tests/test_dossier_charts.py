@@ -73,4 +73,4 @@ def test_the_queue_picture_draws_the_ledgers_percentiles_per_pool() -> None:
         ("wait p50", "15 s"), ("wait p95", "29 s"), ("wait max", "30 s"),
         ("start p50", "2 s"), ("start p95", "2 s"), ("start max", "2 s")]
     assert gpu["bars"][2]["width"] == 110.0 and gpu["bars"][0]["width"] == 55.0  # scaled to the longest
-    assert queue_charts(Text("en"), {"npu": {"workloads": 2, "unknown": {"wait_s": 2}}}) == []
+    assert queue_charts(Text("en"), {"npu": {"workloads": 2, "simulated": 0, "unknown": {"wait_s": 2}}}) == []

@@ -130,3 +130,42 @@ def test_render_without_a_key_refuses_a_record_lacking_a_field_it_reads_never_a_
                         or "evidence.json: a record or field the" in err and "not of the shape this version writes" in err)
         shutil.rmtree(bundle)
     assert {"business.rules.results", "rules results null"} <= refused
+
+
+_POOL = {"workloads": 2, "simulated": 0, "unknown": {"wait_s": 0, "start_s": 1, "run_s": 1},
+         "wait_s": {"count": 2, "p50": 1.0, "p95": 2.0, "max": 2.0}}
+_COUNTS = {"regression": 1, "new_failure": 0, "still_failing": 0, "fixed": 0, "newly_untested": 0, "newly_covered": 0}
+
+
+def _sections(pool: Any, counts: Any) -> Any:
+    """An edit giving the document a usage ledger's queue with ``pool`` and a baseline diff with ``counts``."""
+    def change(d: Any) -> None:
+        d["usage"] = {"queue": {"units": "seconds", "method": "m", "pools": {"gpu": pool}}}
+        d["baseline_diff"] = {"baseline": {"run": "night-1", "matrices": []}, "counts": counts,
+                              "transitions": {name: [] for name in _COUNTS}, "target_changes": [],
+                              "metric_changes": [], "tolerance": 0.05, "verification": "verified",
+                              "gate": {"policy": "regression", "failed": True, "reasons": ["1 regression(s)"]}}
+    return change
+
+
+@pytest.mark.parametrize(("pool", "counts", "rendered"), [
+    (_POOL, _COUNTS, True),
+    ({k: v for k, v in _POOL.items() if k != "unknown"}, _COUNTS, False),
+    ("a pool", _COUNTS, False),
+    (_POOL, {k: v for k, v in _COUNTS.items() if k != "new_failure"}, False),
+])
+def test_dossier_without_a_key_renders_typed_sections_or_refuses_edited_ones_in_one_message(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], pool: Any, counts: Any, rendered: bool) -> None:
+    """The dossier reads the usage ledger's queue pools and the baseline diff's counts as the gate writes them
+    (every field): a bundle read without a key whose sections were edited is refused naming evidence.json, never a
+    traceback; one as written renders them."""
+    bundle = make_bundle(tmp_path / "b", sample_evidence(), None)
+    _edit(bundle, _sections(pool, counts))
+    out = tmp_path / "d.html"
+    code = hetero("render", str(bundle), "--format", "dossier", "--out", str(out))
+    err = capsys.readouterr().err
+    if rendered:
+        assert code == 0, err
+        assert "Pool gpu: 2 workload(s)" in out.read_text() and "against baseline night-1" in out.read_text()
+    else:
+        assert code == 2 and "evidence.json: a record or field the dossier rendering reads" in err, err

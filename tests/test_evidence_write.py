@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.evidence.recorder import write_evidence
 from pytest_hetero.evidence.views import SignoffView
 
@@ -98,7 +99,7 @@ def test_report_html_written_piece_by_piece_is_what_render_gives(tmp_path: Path)
     evidence = sample_evidence()
     evidence["items"][0]["records"].append({"kind": "model.stdout", "at": "2026-11-29T10:00:01Z",
                                             "data": {"text": EVIL + " lone \ud800 surrogate ✓"}})
-    signoff: SignoffView = {"run_signer": None, "source": "run_end", "roles": [], "note": "n", "signer_error": None}
+    signoff: SignoffView = signoff_context({}, None, None, note="n")
     write_renderings(as_document(evidence), tmp_path, signoff)
     page = (tmp_path / "report.html").read_bytes()
     assert page == render("html", as_document(evidence), signoff)
@@ -116,6 +117,5 @@ def test_a_page_that_fails_half_way_leaves_no_file(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(html, "html_chunks", broken)
     with pytest.raises(RuntimeError, match="template broke"):
-        write_renderings(as_document(sample_evidence()), tmp_path, {"run_signer": None, "source": "run_end", "roles": [],
-                                                       "note": "", "signer_error": None})
+        write_renderings(as_document(sample_evidence()), tmp_path, signoff_context({}, None, None, note=""))
     assert sorted(p.name for p in tmp_path.iterdir()) == []

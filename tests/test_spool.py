@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import pytest
 
+from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.errors import BundleError
 from pytest_hetero.evidence.document import ItemDict
 from pytest_hetero.evidence.recorder import ItemLine, Recorder, assemble, write_evidence
@@ -145,8 +146,7 @@ def _finish_peak(folder: Path, n: int) -> int:
     try:
         doc = assemble(folder, key=rec.key)
         write_evidence(folder, doc)
-        write_renderings(doc, folder, {"run_signer": None, "source": "run_end", "roles": [],
-                                       "signer_error": "unsigned"})
+        write_renderings(doc, folder, signoff_context({}, None, "unsigned"))
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

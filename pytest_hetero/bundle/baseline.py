@@ -16,7 +16,7 @@ the gate), ``untested-growth`` (regression, plus any newly_untested item).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, TypedDict, final
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, final, get_args
 
 from pytest_hetero.errors import BundleError, HeteroError
 from pytest_hetero.evidence.document import item_of, model_identity, rule_results
@@ -32,7 +32,9 @@ FAILING = BLOCKING
 """failed, error, blocked (:data:`pytest_hetero.vocab.BLOCKING`)."""
 TESTED = frozenset({"passed", "failed", "error"})
 POLICIES = ("any-failure", "regression", "untested-growth")
-TRANSITIONS = ("regression", "new_failure", "still_failing", "fixed", "newly_untested", "newly_covered")
+TransitionName = Literal["regression", "new_failure", "still_failing", "fixed", "newly_untested", "newly_covered"]
+"""How an item's status moved from the baseline to the run (:func:`classify`)."""
+TRANSITIONS: tuple[TransitionName, ...] = get_args(TransitionName)
 DEFAULT_TOLERANCE = 0.05
 """Relative change (5 %) beyond which an observed metric value is reported as changed."""
 
@@ -60,6 +62,29 @@ class Transition(TypedDict):
     item: str
     old: str
     new: str
+
+
+class Transitions(TypedDict):
+    """Each transition's items (:func:`diff_evidence` has written every name of :data:`TRANSITIONS` since the
+    section was added, an empty list for a transition no item made)."""
+
+    regression: list[Transition]
+    new_failure: list[Transition]
+    still_failing: list[Transition]
+    fixed: list[Transition]
+    newly_untested: list[Transition]
+    newly_covered: list[Transition]
+
+
+class TransitionCounts(TypedDict):
+    """How many items made each transition (:func:`diff_evidence`: every name of :data:`TRANSITIONS`, always)."""
+
+    regression: int
+    new_failure: int
+    still_failing: int
+    fixed: int
+    newly_untested: int
+    newly_covered: int
 
 
 class TargetChange(TypedDict):
@@ -117,8 +142,8 @@ class BaselineDiff(TypedDict):
     ``hetero diff``; absent from :func:`diff_evidence`'s own answer)."""
 
     baseline: BaselineRun
-    transitions: dict[str, list[Transition]]
-    counts: dict[str, int]
+    transitions: Transitions
+    counts: TransitionCounts
     target_changes: list[TargetChange]
     input_changes: NotRequired[list[InputChange]]
     """Absent from the sections of bundles written before input changes were compared."""
@@ -260,7 +285,7 @@ def input_changes(old: EvidenceDocument, new: EvidenceDocument) -> list[InputCha
     return out
 
 
-def classify(old: str | None, new: str | None) -> str | None:
+def classify(old: str | None, new: str | None) -> TransitionName | None:
     """The transition name from status ``old`` to ``new`` (None = absent), or None for no change."""
     if new in FAILING:
         if old == "passed":
@@ -295,7 +320,8 @@ def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, pol
                           f"covers {', '.join(sorted(matrix_names(new))) or 'none'}",
                           hint="compare runs of the same matrix (metadata.name)")
     a, b = status_map(old), status_map(new)
-    transitions: dict[str, list[Transition]] = {name: [] for name in TRANSITIONS}
+    transitions: Transitions = {"regression": [], "new_failure": [], "still_failing": [], "fixed": [],
+                                "newly_untested": [], "newly_covered": []}
     old_status = {k: e["status"] for k, e in a.items()}
     for key, entry in b.items():  # unsorted walk; only the (few) transitions are sorted
         sa, sb = old_status.pop(key, None), entry["status"]
@@ -307,9 +333,12 @@ def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, pol
         name = classify(sa, None)
         if name:
             transitions[name].append({"item": key, "old": sa, "new": "absent"})
-    for entries in transitions.values():
-        entries.sort(key=lambda e: e["item"])
-    counts = {name: len(v) for name, v in transitions.items()}
+    for name in TRANSITIONS:
+        transitions[name].sort(key=lambda e: e["item"])
+    counts: TransitionCounts = {
+        "regression": len(transitions["regression"]), "new_failure": len(transitions["new_failure"]),
+        "still_failing": len(transitions["still_failing"]), "fixed": len(transitions["fixed"]),
+        "newly_untested": len(transitions["newly_untested"]), "newly_covered": len(transitions["newly_covered"])}
     return {
         "baseline": {"run": old["run"]["id"], "matrices": sorted(matrix_names(old))},
         "transitions": transitions,
@@ -322,7 +351,7 @@ def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, pol
     }
 
 
-def gate(counts: dict[str, int], policy: str, new: EvidenceDocument) -> GateResult:
+def gate(counts: TransitionCounts, policy: str, new: EvidenceDocument) -> GateResult:
     """``{"policy", "failed", "reasons"}`` for ``policy`` (one of :data:`POLICIES`), from a diff's transition
     ``counts`` (every name of :data:`TRANSITIONS`) and, for ``any-failure``, the run's own totals."""
     reasons = []

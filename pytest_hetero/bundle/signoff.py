@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import BundleError, MatrixError
-from pytest_hetero.evidence.views import RoleView, SignoffView
+from pytest_hetero.evidence.views import RoleView, SignoffView, Verification
 from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, s
                       "signed": [s.view() for s in mine], "state": role_state(mine)})
     # at run end the gate has just signed with its own key: that is the verified signer
     verified = bool(run_signer) and (run_verified or source == "run_end")
-    verification = "verified" if verified else "unverified" if run_signer else "unsigned"
+    verification: Verification = "verified" if verified else "unverified" if run_signer else "unsigned"
     return {"source": source, "run_signer": run_signer, "run_verified": run_verified, "signer_error": signer_error,
             "verification": verification, "verified_by": run_signer if verification == "verified" else None,
             "policy": None if policy is None else {"name": policy.name, "sha256": policy.sha256,

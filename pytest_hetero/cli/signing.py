@@ -14,11 +14,16 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_hetero.errors import HeteroError
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from pytest_hetero.bundle.policy import TrustPolicy
+    from pytest_hetero.bundle.signing import Signer
+    from pytest_hetero.bundle.verify import Verification
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.evidence.views import SignoffView
 
@@ -55,7 +60,7 @@ def _sign_check(bundle: Path, gate: list[str]) -> tuple[list[str], bool]:
     return [str(p) for p in result.problems], bool(keys)
 
 
-def signer_of(args: argparse.Namespace, what: str) -> Any:
+def signer_of(args: argparse.Namespace, what: str) -> Signer:
     """The :class:`~pytest_hetero.bundle.signing.Signer` of ``--key`` or ``--sign-command``/``--sign-public``
     (:func:`~pytest_hetero.settings.signer_spec`). Raises HeteroError when neither is given (``what`` says
     what needs it), both are, or the key or signer is refused."""
@@ -127,7 +132,8 @@ def parse_age(text: str) -> float:
         raise HeteroError(f"--max-age {text!r} is not a duration", hint=EXAMPLES) from None
 
 
-def _policy(args: argparse.Namespace, keys: list[Any]) -> Any:
+def _policy(args: argparse.Namespace, keys: list[Ed25519PublicKey]) -> TrustPolicy | None:
+    """The trust policy of ``--policy`` (trusted by ``keys``, pinned by ``--policy-sha256``), None without one."""
     from pytest_hetero.bundle.policy import load_policy
 
     if args.policy is None:
@@ -137,7 +143,8 @@ def _policy(args: argparse.Namespace, keys: list[Any]) -> Any:
     return load_policy(Path(args.policy), keys, args.policy_sha256)
 
 
-def _signoff_lines(result: Any) -> list[str]:
+def _signoff_lines(result: Verification) -> list[str]:
+    """``hetero verify``'s lines on the sign-offs of ``result``: each role's state and its sign-offs."""
     from pytest_hetero.bundle.signoff_check import role_state
 
     if not result.signoffs:

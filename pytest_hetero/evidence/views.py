@@ -7,14 +7,17 @@ the evidence document's shapes, so that reporting reads them without importing t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from pytest_hetero.evidence.document import UntestedEntry, ValidationSection
 
 
-class SignedView(TypedDict, total=False):
-    """One sign-off of a role in the sign-off view (:meth:`pytest_hetero.bundle.signoff_check.SignOff.view`
-    writes every field; a renderer reads each with a default, since a view may come from elsewhere)."""
+class SignedView(TypedDict):
+    """One sign-off of a role in the sign-off view, as :meth:`pytest_hetero.bundle.signoff_check.SignOff.view`
+    (its one writer) writes every field: the signing ``keyid``, the ``names`` the trust policy gives it (empty
+    unless verified), the ``decision`` as written (``""`` when the line had none), the ``conditions`` and
+    ``signed_at`` (None when absent or not text), whether it is ``verified``, why not (None when it is) and the
+    ``layers`` it vouches for (empty when the line named none that are text)."""
 
     keyid: str
     names: list[str]
@@ -26,8 +29,10 @@ class SignedView(TypedDict, total=False):
     layers: list[str]
 
 
-class RoleView(TypedDict, total=False):
-    """One owner team of the sign-off view: its layers, its sign-offs and its state (one of :data:`STATES`)."""
+class RoleView(TypedDict):
+    """One owner team of the sign-off view (:func:`pytest_hetero.bundle.signoff.signoff_context`, its one writer,
+    writes every field): the team (``role``, and ``owner``, the same name), its layers, its sign-offs and its state
+    (:func:`pytest_hetero.bundle.signoff_check.role_state`: ``pending`` or an accepted/rejected state)."""
 
     role: str
     layers: list[str]
@@ -44,15 +49,21 @@ class PolicyView(TypedDict):
     trusted_by: str
 
 
-class SignoffView(TypedDict, total=False):
-    """The sign-off view (shape in the module docstring). :func:`signoff_context` writes every field; the
-    renderers take a view with any of them missing (read with defaults: never accepted unless it says so)."""
+Verification = Literal["verified", "unverified", "unsigned"]
+"""What every rendering states of the run's signature before any claim (:mod:`pytest_hetero.bundle.signoff`)."""
+
+
+class SignoffView(TypedDict):
+    """The sign-off view (shape in :mod:`pytest_hetero.bundle.signoff`'s docstring). Its one writer,
+    :func:`pytest_hetero.bundle.signoff.signoff_context` (at run end, and at view time from the attestations,
+    each line parsed once by :class:`pytest_hetero.bundle.signoff_check.SignoffClaim`), writes every field; the
+    view is built in the process that renders it, never read back from a file."""
 
     source: str
     run_signer: str | None
     run_verified: bool
     signer_error: str | None
-    verification: str
+    verification: Verification
     verified_by: str | None
     policy: PolicyView | None
     note: str

@@ -1,8 +1,8 @@
 """The evidence document's optional sections and the sign-off view as the renderings read them: read once, here.
 
 ``run`` and ``target`` are sections a document may lack (a bundle written before a field was, a hand-made
-document, a third-party engine's target fingerprint), and the sign-off view a renderer is handed may lack any
-field (:class:`~pytest_hetero.evidence.views.SignoffView`: read as pending, never as accepted). Each becomes a
+document, a third-party engine's target fingerprint); the sign-off view
+(:class:`~pytest_hetero.evidence.views.SignoffView`) is read once for what every rendering states. Each becomes a
 frozen dataclass in one function, which reads every field the renderings show (None where the section lacks
 it); the renderings then read attributes, each with the default it shows for an absent field. Nothing here
 changes what a rendering says: an absent field reads as it did (a run without an ``id`` shows the same default).
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, EvidenceDocument, RunSection
-    from pytest_hetero.evidence.views import RoleView, SignoffView
+    from pytest_hetero.evidence.views import RoleView, SignoffView, Verification
 
 __all__ = ["Dims", "RunView", "SignoffState", "TargetView", "dims", "run_view", "signoff_state", "targets"]
 
@@ -94,27 +94,20 @@ def targets(evidence: EvidenceDocument) -> list[TargetView]:
 class SignoffState:
     """What every rendering says of the bundle's signature, from a sign-off view (:func:`signoff_state`):
     ``state`` ``verified`` | ``unverified`` | ``unsigned``, ``by`` the trusted keyid it verified with (None unless
-    verified), and the view's ``run_signer``, ``signer_error``, ``source``, ``note`` and ``roles`` (None, or
-    ``[]`` for roles, when the view lacks them)."""
+    verified), and the view's ``run_signer``, ``signer_error``, ``source``, ``note`` and ``roles``."""
 
-    state: str
+    state: Verification
     by: str | None
     run_signer: str | None
     signer_error: str | None
-    source: str | None
-    note: str | None
+    source: str
+    note: str
     roles: list[RoleView]
 
 
 def signoff_state(signoff: SignoffView) -> SignoffState:
-    """``signoff`` read once. A view without ``verification`` is read from ``run_signer``/``run_verified``/
-    ``source`` (a run-end view is the gate's own signature); one without roles has none."""
-    signer, source = signoff.get("run_signer"), signoff.get("source")
-    state = signoff.get("verification")
-    if state not in ("verified", "unverified", "unsigned"):
-        state = ("verified" if signoff.get("run_verified") or source == "run_end" else "unverified") \
-            if signer else "unsigned"
-    by = signoff.get("verified_by") or signer
-    return SignoffState(state=state, by=str(by) if state == "verified" and by else None, run_signer=signer,
-                        signer_error=signoff.get("signer_error"), source=source, note=signoff.get("note"),
-                        roles=signoff.get("roles") or [])
+    """``signoff`` read once (:func:`pytest_hetero.bundle.signoff.signoff_context` writes every field: the
+    ``verification`` it states, and ``verified_by`` the run signer's keyid when, and only when, verified)."""
+    return SignoffState(state=signoff["verification"], by=signoff["verified_by"], run_signer=signoff["run_signer"],
+                        signer_error=signoff["signer_error"], source=signoff["source"], note=signoff["note"],
+                        roles=signoff["roles"])

@@ -64,10 +64,8 @@ CHANGE_LIMIT = 12
 def render_dossier(evidence: EvidenceDocument, signoff: SignoffView, lang: Lang = "en") -> str:
     """The dossier as one self-contained HTML page (no script, no network; A4 print stylesheet).
 
-    ``signoff`` has the shape of :func:`pytest_hetero.bundle.signoff.signoff_context` (roles may carry
-    ``owner``, ``state`` and ``signed`` entries with ``names``, ``decision``, ``conditions``, ``verified``,
-    ``why_unverified``; absent fields are read as pending / not verified). Raises ValueError for an
-    unknown ``lang``.
+    ``signoff`` is the sign-off view (:class:`~pytest_hetero.evidence.views.SignoffView`, written by
+    :func:`pytest_hetero.bundle.signoff.signoff_context`). Raises ValueError for an unknown ``lang``.
     """
     t = Text(lang)
     f = Facts(evidence)
@@ -247,7 +245,7 @@ def change(f: Facts, t: Text) -> list[str]:
         lines.append(t("change.transitions", counts=t.join([t("count.status", count=n, status=t("t." + k))
                                                             for k, n in counts.items()])))
     for name in ("regression", "new_failure", "fixed", "newly_untested", "newly_covered"):
-        for e in diff["transitions"].get(name, [])[:CHANGE_LIMIT]:
+        for e in diff["transitions"][name][:CHANGE_LIMIT]:
             lines.append(t("change.item", transition=t("t." + name), item=short(e["item"]),
                            old=t.status(e["old"]), new=t.status(e["new"])))
     lines += [t("change.metric", rule=m["rule"], item=short(m["item"]), old=m["old"], new=m["new"],
@@ -279,8 +277,7 @@ def conditions(f: Facts, t: Text, roles: list[Role]) -> list[str]:
         for entry in role["signed"]:
             decision = entry["decision"]
             if not entry["verified"]:
-                lines.append(t("cond.unverified", role=name, why=entry["why_unverified"]) if entry["checked"]
-                             else t("cond.unchecked", role=name))
+                lines.append(t("cond.unverified", role=name, why=entry["why_unverified"]))
                 continue
             lines += [t("cond.condition", role=name, text=c) for c in entry["conditions"]
                       if decision == "accepted_with_conditions"]

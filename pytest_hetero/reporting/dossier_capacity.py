@@ -14,6 +14,7 @@ from typing import TypedDict
 
 from pytest_hetero.evidence.records import SNAPSHOT, USAGE
 from pytest_hetero.matrix.quantity import quantity_or_none
+from pytest_hetero.reporting.docview import dims
 from pytest_hetero.reporting.dossier_facts import Facts, number, short
 from pytest_hetero.reporting.dossier_text import Text
 
@@ -72,7 +73,7 @@ def capacity(f: Facts, t: Text) -> Capacity:
                 continue  # a host probe's snapshot: no node pool
             nodes = snap["nodes"]
             view = snap.get("capacity_view") or {}
-            pool = str(item["keys"].get("resource", ""))
+            pool = dims(item).resource or ""
             why = view.get("unavailable")
             if why:
                 notes.append(t("cap.unavailable", pool=pool, why=str(why)[:200]))

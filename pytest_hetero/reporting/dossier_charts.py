@@ -13,13 +13,14 @@ selectable), so every value passes through the template's escaping.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pytest_hetero.reporting.dossier_facts import number
 from pytest_hetero.reporting.dossier_text import Text
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.queue_times import PoolQueue, SpanStats
     from pytest_hetero.evidence.records import UsageData
 
 WIDTH, HEIGHT = 320, 120
@@ -153,28 +154,30 @@ def _finite(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def queue_charts(t: Text, pools: Mapping[str, Any]) -> list[QueueChart]:
+_DRAWN: tuple[Literal["wait_s"], Literal["start_s"]] = ("wait_s", "start_s")
+"""The spans a pool's queue chart draws (the run time is not a queue's)."""
+
+
+def queue_charts(t: Text, pools: dict[str, PoolQueue]) -> list[QueueChart]:
     """Per pool, its queue and placement spans as bars, from the usage ledger's ``queue.pools``
-    (:func:`pytest_hetero.evidence.queue_times.queue_times`: the one place the percentiles are computed):
-    wait (placed − submitted) and start (started − placed), each p50 / p95 / max, scaled to the pool's longest.
-    Returns ``[{"pool", "summary", "bars": [{"item", "label", "y", "width"}], "height", "width", "left"}]``,
+    (:func:`pytest_hetero.evidence.queue_times.queue_times`, the one place the percentiles are computed, which has
+    written every :class:`~pytest_hetero.evidence.queue_times.PoolQueue` field but the spans since the section was
+    added): wait (placed − submitted) and start (started − placed), each p50 / p95 / max, scaled to the pool's
+    longest. Returns ``[{"pool", "summary", "bars": [{"item", "label", "y", "width"}], "height", "width", "left"}]``,
     pools in name order; a pool with neither span measured is left out (the table says why)."""
     out: list[QueueChart] = []
     for pool in sorted(pools):
-        entry = pools[pool] if isinstance(pools[pool], Mapping) else {}
-        shown = [(span, stat, float(entry[span][stat])) for span in ("wait_s", "start_s")
-                 if isinstance(entry.get(span), Mapping) for stat in ("p50", "p95", "max")
-                 if _finite(entry[span].get(stat)) is not None]
+        entry = pools[pool]
+        measured = {span: entry.get(span) for span in _DRAWN}  # a span no workload had is absent
+        shown = [(span, stat, float(stats[stat])) for span, stats in measured.items() if stats is not None
+                 for stat in ("p50", "p95", "max") if _finite(stats[stat]) is not None]
         if not shown:
             continue
         longest = max(v for _, _, v in shown) or 1.0
         bar_w = WIDTH - 150 - 60  # room for the label after the longest bar
-        gaps = entry.get("unknown")
-        unknown = sum(v for k, v in gaps.items() if k in ("wait_s", "start_s") and isinstance(v, int)) \
-            if isinstance(gaps, Mapping) else 0
-        out.append({"pool": pool, "summary": t("chart.queue_summary", pool=pool, count=entry.get("workloads", 0),
-                                                 wait=_span(t, entry.get("wait_s")),
-                                                 start=_span(t, entry.get("start_s")),
+        unknown = sum(v for k, v in entry["unknown"].items() if k in ("wait_s", "start_s"))
+        out.append({"pool": pool, "summary": t("chart.queue_summary", pool=pool, count=entry["workloads"],
+                                                 wait=_span(t, measured["wait_s"]), start=_span(t, measured["start_s"]),
                                                  unknown=unknown),
                     "bars": [{"item": t(f"chart.{span}", stat=stat), "label": t("chart.seconds", value=number(v, 2)),
                               "y": 4 + 16 * k, "width": round(max(1.0, bar_w * v / longest), 1)}
@@ -183,8 +186,8 @@ def queue_charts(t: Text, pools: Mapping[str, Any]) -> list[QueueChart]:
     return out
 
 
-def _span(t: Text, stats: Any) -> str:
-    if not isinstance(stats, Mapping):
+def _span(t: Text, stats: SpanStats | None) -> str:
+    if stats is None:
         return t("ops.not_recorded")
-    return t("chart.span", count=stats.get("count"), p50=number(stats.get("p50"), 2), p95=number(stats.get("p95"), 2),
-             max=number(stats.get("max"), 2))
+    return t("chart.span", count=stats["count"], p50=number(stats["p50"], 2), p95=number(stats["p95"], 2),
+             max=number(stats["max"], 2))

@@ -15,7 +15,7 @@ from pytest_hetero.reporting.dossier_charts import QueueChart, UsageCharts
 
 class SignedRow(TypedDict):
     """One sign-off of a role: who signed (``keyid``, ``names``), the decision as its state word and text,
-    its conditions, when, whether it verified (``checked``: whether the view said) and why not, the layers."""
+    its conditions, when, whether it verified and why not, the layers."""
 
     keyid: str
     names: list[str]
@@ -24,7 +24,6 @@ class SignedRow(TypedDict):
     conditions: list[str]
     signed_at: str
     verified: bool
-    checked: bool
     why_unverified: str | None
     layers: list[str]
 

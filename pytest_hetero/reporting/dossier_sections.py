@@ -115,32 +115,30 @@ def image_digest(f: Facts, item: Entry) -> str:
 
 
 def roles(signoff: SignoffView, t: Text) -> list[Role]:
-    """The sign-off view's roles with every field of the contract filled: ``{"role", "owner", "layers",
-    "state", "state_text", "signed": [{"keyid", "names", "decision", "decision_text", "conditions" (list),
-    "signed_at", "verified", "checked" (the view said whether it verified), "why_unverified"}]}``; decisions
-    as ``hetero sign`` writes them (``accept``,
-    ``accept-with-conditions`` …) read as their state word. A field the view does not carry reads as
-    pending / not verified (never as accepted)."""
+    """The sign-off view's roles (:class:`~pytest_hetero.evidence.views.RoleView`) as the dossier shows them:
+    ``{"role", "owner", "layers", "state", "state_text", "signed": [{"keyid", "names", "decision",
+    "decision_text", "conditions" (list), "signed_at", "verified", "why_unverified", "layers"}]}``; decisions
+    as ``hetero sign`` writes them (``accept``, ``accept-with-conditions`` …) read as their state word (a line
+    without one as ``signed``, any other word as written); a sign-off that names no layer vouches for its
+    role's."""
     out: list[Role] = []
-    for role in signoff.get("roles") or []:
+    for role in signoff["roles"]:
         signed: list[SignedRow] = []
-        for claim in role.get("signed") or []:
-            raw = str(claim.get("decision") or "signed")
+        for claim in role["signed"]:
+            raw = claim["decision"] or "signed"
             decision = DECISIONS.get(raw, raw)
-            verified = claim.get("verified") is True
-            conditions = claim.get("conditions")
+            verified = claim["verified"]
+            conditions = claim["conditions"]
             signed.append({
-                "keyid": str(claim.get("keyid", "")), "names": [str(n) for n in claim.get("names") or []],
+                "keyid": claim["keyid"], "names": list(claim["names"]),
                 "decision": decision, "decision_text": t(f"state.{decision}") if decision in STATES else decision,
                 "conditions": [conditions] if conditions else [],
-                "signed_at": when(claim.get("signed_at")),
-                "verified": verified, "checked": "verified" in claim,
-                "why_unverified": None if verified else str(claim.get("why_unverified") or t("so.not_checked")),
-                "layers": list(claim.get("layers") or role.get("layers") or []),
+                "signed_at": when(claim["signed_at"]), "verified": verified,
+                "why_unverified": None if verified else claim["why_unverified"] or t("so.not_checked"),
+                "layers": list(claim["layers"] or role["layers"]),
             })
-        state = str(role.get("state") or ("signed" if signed else "pending"))
-        out.append({"role": str(role.get("role", "")), "owner": str(role.get("owner") or role.get("role", "")),
-                    "layers": list(role.get("layers") or []), "state": state,
+        state = role["state"]
+        out.append({"role": role["role"], "owner": role["owner"], "layers": list(role["layers"]), "state": state,
                     "state_text": t(f"state.{state}") if state in STATES else state, "signed": signed})
     return out
 
@@ -175,7 +173,7 @@ def _present(f: Facts, reported: list[ItemDict], kinds: tuple[str, ...]) -> int:
         return sum(1 for i in reported if failure_of(i))
     if kinds == ("scheduling.queue",):
         return sum(1 for i in reported if _queue(f, i) or any(d.get("queue_objects") for d in f.all(i, PENDING)))
-    ids = {i["nodeid"] for kind in kinds for i in f.with_kind.get(kind, [])}
+    ids = {i["nodeid"] for kind in kinds for i in f.with_kind[kind]}  # every kind listed is indexed (KINDS)
     return sum(1 for i in reported if i["nodeid"] in ids)
 
 
@@ -361,15 +359,16 @@ def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, flo
 
 
 def _queue_row(f: Facts, t: Text, item: Entry) -> QueueRow:
-    placed = f.first(item, PLACED)
+    """One row of the queue table; ``admitted`` the Kueue admission's time (``scheduling.queue``, written by
+    :func:`pytest_hetero.backends.kubernetes.placement.record_admission`; no writer of ``scheduling.placed`` has
+    ever written one)."""
     t0, t_placed, t_started, statuses = _queue_times(f, item)
     missing = t("ops.not_recorded")
     waits = [_wait(t, b - t0) for b in (t_placed, t_started) if t0 is not None and b is not None]
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses) if statuses else None
+    queue = f.first(item, QUEUE_ADMISSION)
     return {"item": short(item["nodeid"]), "submitted": when(t0) or missing,
-            "admitted": when((placed.get("admitted_at") if placed else None)
-                             or (queue.get("admitted_at") if (queue := f.first(item, QUEUE_ADMISSION)) else None))
-            or missing,
+            "admitted": when(queue.get("admitted_at") if queue else None) or missing,
             "placed": when(t_placed) or missing,
             "started": when(t_started) or missing, "wait": " / ".join(waits) or missing,
             "restarts": missing if restarts is None else str(restarts)}
@@ -407,14 +406,14 @@ def phases(f: Facts, t: Text, signoff: SignoffView) -> list[Coverage]:
     detail = t("d.evidence", signature=signature, digests=len(digests), images=len(images))
     out.append(_coverage(t, state, t("phase.evidence"), digests, detail))
     diff = f.baseline_diff
-    if not diff or "error" in diff or not diff["counts"]:
+    if not diff or "error" in diff:
         out.append(_coverage(t, "not_covered", t("phase.expansion"), [], t("d.no_baseline")))
     else:
-        counts = diff["counts"]  # every transition's count (a hand-made section may name fewer)
-        bad = counts.get("regression", 0) + counts.get("new_failure", 0)
+        counts = diff["counts"]  # every transition's count (bundle.baseline.TransitionCounts)
+        bad = counts["regression"] + counts["new_failure"]
         out.append(_coverage(t, "against" if bad else "covered", t("phase.expansion"), [], t(
-            "d.expansion", run=diff["baseline"]["run"], regressions=counts.get("regression", 0),
-            new=counts.get("new_failure", 0))))
+            "d.expansion", run=diff["baseline"]["run"], regressions=counts["regression"],
+            new=counts["new_failure"])))
     return out
 
 

@@ -122,8 +122,6 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "cond.known_failures": ("{role} accepted with known failures", "{role}在已知失败存在的情况下接受"),
     "cond.rejected": ("{role} rejected", "{role}拒绝接受"),
     "cond.unverified": ("A sign-off for {role} does not verify: {why}", "{role}的签核未通过验证：{why}"),
-    "cond.unchecked": ("{role} signed; this rendering did not check the signature (run hetero verify)",
-                       "{role}已签核，本次生成未校验其签名（请运行 hetero verify）"),
     "cond.failures": ("{count} failed or errored item(s) owned by {team}", "{team}负责的 {count} 个失败或异常项"),
     # proves
     "proves.discovery": ("{resource}: devices and advertised resources seen healthy on {where} at {at}",

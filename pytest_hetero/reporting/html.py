@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import jinja2
 import markupsafe
@@ -129,6 +129,22 @@ def _details(items: Sequence[Entry]) -> tuple[_Details, set[int]]:
     return _Details(items, shown), set(shown)
 
 
+class RecordShown(TypedDict):
+    """One record of an item shown in detail: its kind, time and data as the page shows it (:func:`_record_text`)."""
+
+    kind: str
+    at: str
+    text: str
+
+
+class DetailShown(TypedDict):
+    """An item shown in detail: its position in the item list, the item and its records as shown."""
+
+    index: int
+    item: Entry
+    records: list[RecordShown]
+
+
 class _Details:
     """The detailed items, each (``{"index", "item", "records"}``, its records' texts) built as the page is
     rendered, not held: up to :data:`ITEM_DETAIL_LIMIT` items and their record texts were held at once."""
@@ -139,7 +155,7 @@ class _Details:
     def __len__(self) -> int:
         return len(self._shown)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[DetailShown]:
         for index in self._shown:
             item = self._items[index]
             reported = item_of(item)

@@ -104,7 +104,7 @@ def _signoff(signoff: SignoffState) -> list[str]:
         out.append(f"{head}: **{role['state'].replace('_', ' ')}**")
         for c in role["signed"]:
             if c["verified"]:
-                text = f": {md(c['conditions'])}" if c.get("conditions") else ""
+                text = f": {md(c['conditions'])}" if c["conditions"] else ""
                 out.append(f"  - verified {c['decision']} by {md(', '.join(c['names']))} (key `{c['keyid'][:16]}`) "
                            f"at {md(c['signed_at'])}{text}")
             else:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of
+from pytest_hetero.evidence.records import RULES, data_of
 from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 from pytest_hetero.reporting.view import one_line, provenance_source
 
@@ -166,12 +167,13 @@ def _observed_lines(evidence: EvidenceDocument) -> list[str]:
     lines = []
     judged = 0  # counted, not held: the items may be read from disk one at a time
     for item in evidence["items"]:
-        if item["layer"] != "business" or not any(r["kind"] == "business.rules" for r in item["records"]):
+        rules = [d for r in item["records"] if (d := data_of(r, RULES)) is not None] \
+            if item["layer"] == "business" else []
+        if not rules:
             continue
         judged += 1
         if judged <= OBSERVED_ITEMS:
-            results = [r for r in item["records"] if r["kind"] == "business.rules"][-1]["data"]["results"]
-            lines.append(f"  {item['nodeid']}: " + ", ".join(observed(r) for r in results))
+            lines.append(f"  {item['nodeid']}: " + ", ".join(observed(r) for r in rules[-1]["results"]))
     if judged > OBSERVED_ITEMS:
         lines.append(f"  … {judged - OBSERVED_ITEMS} more in report.html")
     return ["observed business values:", *lines] if lines else []

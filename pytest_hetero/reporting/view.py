@@ -157,8 +157,7 @@ _JUNIT_UNSAFE = re.compile(f"[\\[\\]%|\x00-\x1f\x85\u2028\u2029\ud800-\udfff{_IN
 def verification(signoff: SignoffView) -> tuple[str, str | None]:
     """(``verified`` | ``unverified`` | ``unsigned``, the trusted keyid it verified with or None) of a
     sign-off view (:func:`pytest_hetero.bundle.signoff.signoff_context`): what every rendering states
-    before the verdict. A view without the field is read from ``run_signer``/``run_verified``/``source``
-    (a run-end view is the gate's own signature)."""
+    before the verdict."""
     read = signoff_state(signoff)
     return read.state, read.by
 

@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from realkit import data, failure, on_node, run
 from support import evidence_of
 
+from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.evidence.document import as_document
 from pytest_hetero.reporting.dossier import render_dossier
 
@@ -215,13 +216,13 @@ def test_without_a_priorityclass_the_burst_preempts_the_serving_replicas(
     assert all(u["namespace"] == pool["ns"] and u["requests"] == {pool["slot"]: "1"} and u["released"]
                and u["role"].startswith("governance:floor:") for u in ledger.values())
     # the dossier shows the timeline: each victim preempted, for which burst pod, seconds after the burst began
-    html = render_dossier(as_document(evidence_of(pytester)), {}, "en")
+    html = render_dossier(as_document(evidence_of(pytester)), signoff_context({}, None, None), "en")
     section = html.split('<h3 id="reserved">', 1)[1].split("</section>", 1)[0]
     assert "serving at no PriorityClass, 2 replica(s), floor 2" in section
     for v in victims:
         assert f'<code class="small">{v["pod"]}</code></td><td>serving</td><td>Preempted</td>' in section
         assert f"→ {v['by']} Preempted by pod " in section
-    zh = render_dossier(as_document(evidence_of(pytester)), {}, "zh")
+    zh = render_dossier(as_document(evidence_of(pytester)), signoff_context({}, None, None), "zh")
     assert "训练突发下的推理预留容量" in zh and all(v["pod"] in zh for v in victims)
 
 
