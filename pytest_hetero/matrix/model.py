@@ -23,6 +23,9 @@ DEFAULT_TIMEOUTS_S: dict[Layer, float] = {
 }
 """Per-layer timeout in seconds when ``spec.layers.<layer>.timeout`` is absent."""
 
+Dimension = Literal["resource", "image", "model", "dataset"]
+"""The dimensions a matrix combines (``spec.resources``, ``images``, ``models``, ``datasets``), by entry name."""
+
 BASIC_RESOURCES: tuple[str, ...] = ("cpu", "memory", "ephemeral-storage", "pods")
 """Resource names every node has; the rest of a request names accelerators (extended resources)."""
 
