@@ -29,6 +29,7 @@ from pytest_hetero.matrix.document import (
     RedactDoc,
     ReserveDoc,
     ResourceDoc,
+    ResourceType,
     RollbackDoc,
     Scalar,
     ServingDoc,
@@ -62,7 +63,7 @@ class ResourceSpec(TypedDict):
     ``priority_class``, ``model_runs`` and ``concurrency`` None when absent (the run's default)."""
 
     name: str
-    type: str
+    type: ResourceType
     requests: dict[str, Scalar]
     vendor: str
     limits: dict[str, Scalar]

@@ -13,7 +13,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar
 
-from pytest_hetero.matrix.document import AuthDoc, ExpectDoc, MatrixDoc, RollbackDoc, TargetDoc, TolerationDoc
+from pytest_hetero.matrix.document import (
+    AuthDoc,
+    ExpectDoc,
+    MatrixDoc,
+    ResourceType,
+    RollbackDoc,
+    TargetDoc,
+    TolerationDoc,
+)
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
@@ -37,6 +45,10 @@ DEFAULT_VALID_FOR_S = 7 * 24 * 3600.0
 """How long a validation status holds when ``spec.validation.valid_for`` is absent (seconds: 7 days)."""
 DEFAULT_DOMAIN = "pytest-hetero.dev"
 """DNS domain of published status keys when ``spec.validation.domain`` is absent."""
+
+PROBE_OF_TYPE: dict[ResourceType, str] = {"gpu": "nvidia", "npu": "ascend", "cpu": "cpu"}
+"""Resource type → the device probe that reads a resource whose vendor has no probe of its own
+(:attr:`Resource.probe_vendor`)."""
 
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 """Bytes of stdout/stderr kept inline in evidence per stream (the full text goes to an artifact)."""
@@ -85,7 +97,7 @@ class Resource:
     """One resource type to validate: requests such as ``{"nvidia.com/gpu": "1"}`` (quantities as strings)."""
 
     name: str
-    type: str
+    type: ResourceType
     vendor: str
     requests: dict[str, str]
     limits: dict[str, str] = field(default_factory=dict)
@@ -120,7 +132,7 @@ class Resource:
         vendor = self.vendor.lower()
         if vendor in ("nvidia", "ascend", "huawei"):
             return "ascend" if vendor == "huawei" else vendor
-        return {"gpu": "nvidia", "npu": "ascend"}.get(self.type, "cpu")
+        return PROBE_OF_TYPE[self.type]
 
 
 @dataclass(frozen=True)
