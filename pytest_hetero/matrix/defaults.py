@@ -36,6 +36,7 @@ from pytest_hetero.matrix.document import (
     ServingTargetDoc,
     SpecDoc,
     TargetDoc,
+    TaskType,
     TolerationDoc,
     TrainingDoc,
     TruthDoc,
@@ -155,7 +156,7 @@ class ModelSpec(TypedDict):
     version: str
     runtime: str
     network: bool
-    task_type: str
+    task_type: TaskType
     uri: str | None
     sha256: str | None
     entrypoint: list[str] | None

@@ -17,6 +17,8 @@ Scalar = str | int | float
 """A Kubernetes quantity (``16Gi``, ``500m``, ``1``) or a duration (``90s``, ``1m30s``, ``30``) as written."""
 ResourceType = Literal["gpu", "npu", "cpu"]
 """``spec.resources[].type`` (schema enum)."""
+TaskType = Literal["training", "fine-tune", "batch-inference", "online-inference", "evaluation", "data-processing"]
+"""``spec.models[].task_type`` (schema enum)."""
 
 
 class LayerSettingsDoc(TypedDict, total=False):
@@ -180,7 +182,7 @@ class ModelDoc(TypedDict):
     code: NotRequired[str]
     serving: NotRequired[ServingDoc]
     network: NotRequired[bool]
-    task_type: NotRequired[str]
+    task_type: NotRequired[TaskType]
     training: NotRequired[TrainingDoc]
 
 

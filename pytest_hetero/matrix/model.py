@@ -20,6 +20,7 @@ from pytest_hetero.matrix.document import (
     ResourceType,
     RollbackDoc,
     TargetDoc,
+    TaskType,
     TolerationDoc,
 )
 from pytest_hetero.matrix.taskqueues import TaskQueue
@@ -37,7 +38,7 @@ Dimension = Literal["resource", "image", "model", "dataset"]
 BASIC_RESOURCES: tuple[str, ...] = ("cpu", "memory", "ephemeral-storage", "pods")
 """Resource names every node has; the rest of a request names accelerators (extended resources)."""
 
-TASK_TYPES: tuple[str, ...] = ("training", "fine-tune", "batch-inference", "online-inference", "evaluation",
+TASK_TYPES: tuple[TaskType, ...] = ("training", "fine-tune", "batch-inference", "online-inference", "evaluation",
                               "data-processing")
 """``spec.models[].task_type`` values (schema enum); absent: ``online-inference`` when served, else
 ``batch-inference``."""
@@ -205,7 +206,7 @@ class Model:
     code: Path | None
     line: int = 0
     serving: Serving | None = None
-    task_type: str = "batch-inference"
+    task_type: TaskType = "batch-inference"
     """What the model is validated for (:data:`TASK_TYPES`); the validation status is per pool × task type."""
     network: bool = False
     """The matrix grants the model's runs the host's network (local engine; default: loopback only)."""
