@@ -208,3 +208,16 @@ def test_two_rules_of_one_name_are_rejected(tmp_path: Path) -> None:
                          "  - {name: acc, metric: accuracy, op: '<=', value: 1}\n")
     assert info.value.message == "rule name 'acc' is used twice (first on line 4)"
     assert (info.value.location.line, info.value.location.field) == (5, "rules[1].name")
+
+
+def test_a_throughput_floor_not_given_bounds_nothing(tmp_path: Path) -> None:
+    """load_rules fills the floor a throughput rule leaves out (None): it is not in the expectation, and a level is
+    judged on the floor given alone (as against 0 requests/s)."""
+    rules = _rules(tmp_path, "  - {name: sps, throughput: {min_sps: 60}}\n")
+    assert rules[0]["throughput"] == {"min_rps": None, "min_sps": 60, "concurrency": None}
+    levels = {"service": {"levels": [
+        {"concurrency": 1, "requests_per_s": 500.0, "samples_per_s": 50.0},
+        {"concurrency": 8, "requests_per_s": 0.0, "samples_per_s": 180.0}]}}
+    [result] = evaluate(rules, levels)
+    assert (result["expected"], result["verdict"]) == ("samples/s ≥ 60 at every concurrency level", "fail")
+    assert result["detail"] == "bound missed at c=1: 500 req/s, 50 samples/s"

@@ -18,6 +18,7 @@ from pytest_hetero.explain.read_collective import read_failure
 from pytest_hetero.judge.failures import TABLE, UNDETERMINED
 from pytest_hetero.layers.base import LayerFailed
 from pytest_hetero.layers.training import RankResult, _result, measure, raise_first_failure
+from pytest_hetero.matrix.document import TaskType
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.training import TASK_CHECKS, Training, checks_of
@@ -60,7 +61,7 @@ def test_training_task_types_bring_communication_and_checkpoint_items(tmp_path: 
 
 
 @pytest.mark.parametrize("task_type", ["batch-inference", "online-inference", "evaluation", "data-processing"])
-def test_other_task_types_bring_none(tmp_path: Path, task_type: str) -> None:
+def test_other_task_types_bring_none(tmp_path: Path, task_type: TaskType) -> None:
     doc = training_doc(task_type)
     if task_type == "online-inference":
         doc["spec"]["models"][0]["task_type"] = "online-inference"

@@ -46,6 +46,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard, cast
 
@@ -56,7 +57,7 @@ from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, parse_yaml
 from pytest_hetero.safeio import read_file
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired, Required
+    from typing_extensions import NotRequired
 
     from pytest_hetero.evidence.document import RuleBound, RuleResult, RuleVerdict
 
@@ -112,17 +113,31 @@ class LatencyBody(TypedDict):
     field: str
 
 
-class ServiceBody(TypedDict, total=False):
-    """A service rule's body (:data:`SERVICE_CHECKS` says which keys each kind needs): ``percentile`` and
-    ``max_ms`` (service_latency), ``max`` (error_rate), ``min_rps``/``min_sps`` (throughput), and the
-    ``concurrency`` level it applies to (None, filled by :func:`load_rules` when absent: every level)."""
+class ServiceLatencyBody(TypedDict):
+    """A service_latency rule's body: nearest-rank ``percentile`` (0–100) of a level's successful request latencies
+    at most ``max_ms``, at the ``concurrency`` level (None, filled by :func:`load_rules` when absent: every level)."""
 
     percentile: float
     max_ms: float
+    concurrency: int | None
+
+
+class ErrorRateBody(TypedDict):
+    """An error_rate rule's body: the share of failed requests (0–1) at most ``max``, at the ``concurrency`` level
+    (None, filled by :func:`load_rules` when absent: every level)."""
+
     max: float
-    min_rps: float
-    min_sps: float
-    concurrency: Required[int | None]
+    concurrency: int | None
+
+
+class ThroughputBody(TypedDict):
+    """A throughput rule's body: the floors ``min_rps`` (successful requests/s) and ``min_sps`` (samples/s), at least
+    one given (the other None, filled by :func:`load_rules`: no floor), at the ``concurrency`` level (None when
+    absent: every level)."""
+
+    min_rps: float | None
+    min_sps: float | None
+    concurrency: int | None
 
 
 class AcceptanceRule(TypedDict):
@@ -143,9 +158,9 @@ class AcceptanceRule(TypedDict):
     value: NotRequired[float]
     golden: NotRequired[GoldenBody]
     latency: NotRequired[LatencyBody]
-    service_latency: NotRequired[ServiceBody]
-    error_rate: NotRequired[ServiceBody]
-    throughput: NotRequired[ServiceBody]
+    service_latency: NotRequired[ServiceLatencyBody]
+    error_rate: NotRequired[ErrorRateBody]
+    throughput: NotRequired[ThroughputBody]
 
 
 _PARSED: dict[Path, tuple[bytes, list[AcceptanceRule]]] = {}
@@ -213,24 +228,22 @@ def _parse_rules(path: Path, raw: bytes) -> list[AcceptanceRule]:
     return out
 
 
-_SERVICE_KINDS: tuple[Literal["service_latency", "error_rate", "throughput"], ...] = (
-    "service_latency", "error_rate", "throughput")
-"""The keys of :data:`SERVICE_CHECKS`, as the rule's keys."""
-
-
 def _with_defaults(rule: AcceptanceRule) -> AcceptanceRule:
     """``rule`` with its body's defaults filled: a golden rule's ``field`` (``predictions``) and ``key``
     (``indices``) and each sample's ``tolerance`` (None: exact), a latency rule's ``field`` (``latency_ms``), a
-    service rule's ``concurrency`` (None: every level)."""
+    service rule's ``concurrency`` (None: every level), a throughput rule's floor it does not give (None)."""
     if "golden" in rule:
         gold = rule["golden"]
         rule["golden"] = {"field": "predictions", "key": "indices", **gold,
                           "samples": [{"tolerance": None, **sample} for sample in gold["samples"]]}
     if "latency" in rule:
         rule["latency"] = {"field": "latency_ms", **rule["latency"]}
-    for kind in _SERVICE_KINDS:
-        if kind in rule:
-            rule[kind] = {"concurrency": None, **rule[kind]}
+    if "service_latency" in rule:
+        rule["service_latency"] = {"concurrency": None, **rule["service_latency"]}
+    if "error_rate" in rule:
+        rule["error_rate"] = {"concurrency": None, **rule["error_rate"]}
+    if "throughput" in rule:
+        rule["throughput"] = {"concurrency": None, "min_rps": None, "min_sps": None, **rule["throughput"]}
     return rule
 
 
@@ -580,13 +593,10 @@ def _self_reported(expr: str) -> dict[str, str]:
 
 
 def _evaluate(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> RuleVerdict:
-    result = _evaluate_kind(rule, outputs, gate)
-    if result.get("provenance", {}).get("source") == "self_reported":
-        result["detail"] = f"{SELF_REPORTED_NOTE}; {result['detail']}" if result["detail"] else SELF_REPORTED_NOTE
-    return result
-
-
-def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> RuleVerdict:
+    """A rule's result on ``outputs`` and ``gate``; one judged on a value the model reported about itself (a
+    ``self_reported`` metric, a latency rule) says :data:`SELF_REPORTED_NOTE` as its detail. Raises
+    :class:`NotEvaluable` (and KeyError, ValueError, TypeError for outputs of another shape) as :func:`evaluate`
+    says."""
     if rule["kind"] == "metric":
         if rule["self_reported"]:
             observed, provenance = metric_value(outputs, rule["metric"]), _self_reported(rule["metric"])
@@ -607,15 +617,14 @@ def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues
         if unit:
             bound["unit"] = unit
         judged: RuleVerdict = {"expected": expected + (f" {unit}" if unit else ""), "observed": round(observed, 6),
-                               "verdict": "pass" if ok else "fail", "detail": "", "bound": bound,
+                               "verdict": "pass" if ok else "fail",
+                               "detail": SELF_REPORTED_NOTE if rule["self_reported"] else "", "bound": bound,
                                "provenance": provenance, "metric": rule["metric"]}
         if unit:
             judged["unit"] = unit
         return judged
     if rule["kind"] in SERVICE_CHECKS:
-        body = rule["service_latency"] if rule["kind"] == "service_latency" else (
-            rule["error_rate"] if rule["kind"] == "error_rate" else rule["throughput"])
-        return {**_evaluate_service(rule["kind"], body, outputs),
+        return {**_evaluate_service(rule, outputs),
                 "provenance": {"source": "measured", "by": "the gate's load generator (outputs.service.levels)"}}
     if rule["kind"] == "latency":
         lat = rule["latency"]
@@ -626,7 +635,7 @@ def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues
         observed = percentile(values, float(lat["percentile"]))
         ok = observed <= float(lat["max_ms"])
         return {"expected": f"p{lat['percentile']} ≤ {lat['max_ms']} ms", "observed": round(observed, 4),
-                "unit": "ms", "verdict": "pass" if ok else "fail", "detail": "",
+                "unit": "ms", "verdict": "pass" if ok else "fail", "detail": SELF_REPORTED_NOTE,
                 "provenance": {"source": "self_reported", "field": f"outputs.{field}",
                                "note": SELF_REPORTED_NOTE},
                 "bound": {"op": "<=", "value": float(lat["max_ms"]), "tolerance": None, "unit": "ms"}}
@@ -708,38 +717,59 @@ def _as_float(value: object) -> float:
     raise TypeError(f"float() argument must be a string or a real number, not '{type(value).__name__}'")
 
 
-def _evaluate_service(kind: str, body: ServiceBody, outputs: ModelOutputs) -> RuleVerdict:
+def _service_latency(body: ServiceLatencyBody, level: Any) -> tuple[bool, str]:
+    """Whether a load level meets a service_latency rule's bound, and what it measured in words."""
+    lat = level.get("latencies_ms") or []
+    value = round(percentile(lat, float(body["percentile"])), 3) if lat else None
+    ok = value is not None and value <= float(body["max_ms"])
+    return ok, f"c={level['concurrency']}: p{body['percentile']} {value} ms"
+
+
+def _error_rate(body: ErrorRateBody, level: Any) -> tuple[bool, str]:
+    """Whether a load level meets an error_rate rule's bound, and what it measured in words."""
+    value = float(level["error_rate"])
+    ok = value <= float(body["max"])
+    return ok, f"c={level['concurrency']}: {value:.4f} ({level['errors']}/{level['requests']})"
+
+
+def _throughput(body: ThroughputBody, level: Any) -> tuple[bool, str]:
+    """Whether a load level meets a throughput rule's floors (an absent floor: 0), and what it measured in words."""
+    rps, sps = float(level["requests_per_s"]), float(level["samples_per_s"])
+    ok = rps >= float(body["min_rps"] or 0) and sps >= float(body["min_sps"] or 0)
+    return ok, f"c={level['concurrency']}: {rps:g} req/s, {sps:g} samples/s"
+
+
+def _evaluate_service(rule: AcceptanceRule, outputs: ModelOutputs) -> RuleVerdict:
+    """A service rule's result (see :func:`evaluate`) over the load levels the gate measured
+    (``outputs.service.levels``); raises :class:`NotEvaluable` when there are none, or none at its concurrency."""
+    judge: Callable[[Any], tuple[bool, str]]
+    if rule["kind"] == "service_latency":
+        latency = rule["service_latency"]
+        wanted, expected = latency["concurrency"], f"p{latency['percentile']} ≤ {latency['max_ms']} ms"
+        judge = partial(_service_latency, latency)
+    elif rule["kind"] == "error_rate":
+        errors = rule["error_rate"]
+        wanted, expected = errors["concurrency"], f"error rate ≤ {errors['max']}"
+        judge = partial(_error_rate, errors)
+    else:
+        floors = rule["throughput"]
+        wanted = floors["concurrency"]
+        expected = " and ".join(f"{label} ≥ {floors[key]}" for key, label in _FLOORS if floors[key] is not None)
+        judge = partial(_throughput, floors)
     service = outputs.fields.get("service") or {}
     levels = service.get("levels") if isinstance(service, dict) else None
     if not isinstance(levels, list) or not levels:
         raise NotEvaluable("outputs have no service levels (not the run of a served model?)")
-    wanted = body["concurrency"]
     chosen = [lv for lv in levels if wanted is None or lv["concurrency"] == wanted]
     if not chosen:
         raise NotEvaluable(f"no load level at concurrency {wanted} (measured: "
                            f"{', '.join(str(lv['concurrency']) for lv in levels)})")
     observed, bad = [], []
     for lv in chosen:
-        if kind == "service_latency":
-            lat = lv.get("latencies_ms") or []
-            value = round(percentile(lat, float(body["percentile"])), 3) if lat else None
-            ok = value is not None and value <= float(body["max_ms"])
-            text = f"c={lv['concurrency']}: p{body['percentile']} {value} ms"
-        elif kind == "error_rate":
-            value = float(lv["error_rate"])
-            ok = value <= float(body["max"])
-            text = f"c={lv['concurrency']}: {value:.4f} ({lv['errors']}/{lv['requests']})"
-        else:
-            rps, sps = float(lv["requests_per_s"]), float(lv["samples_per_s"])
-            ok = rps >= float(body.get("min_rps", 0)) and sps >= float(body.get("min_sps", 0))
-            text = f"c={lv['concurrency']}: {rps:g} req/s, {sps:g} samples/s"
+        ok, text = judge(lv)
         observed.append(text)
         if not ok:
             bad.append(text)
-    expected = {"service_latency": lambda: f"p{body['percentile']} ≤ {body['max_ms']} ms",
-                "error_rate": lambda: f"error rate ≤ {body['max']}",
-                "throughput": lambda: " and ".join(
-                    f"{label} ≥ {body[key]}" for key, label in _FLOORS if key in body)}[kind]()
     scope = f" at concurrency {wanted}" if wanted is not None else " at every concurrency level"
     return {"expected": expected + scope, "observed": "; ".join(observed), "verdict": "fail" if bad else "pass",
             "detail": ("bound missed at " + "; ".join(bad)) if bad else ""}

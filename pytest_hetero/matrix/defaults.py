@@ -29,12 +29,14 @@ from pytest_hetero.matrix.document import (
     RedactDoc,
     ReserveDoc,
     ResourceDoc,
+    ResourceType,
     RollbackDoc,
     Scalar,
     ServingDoc,
     ServingTargetDoc,
     SpecDoc,
     TargetDoc,
+    TaskType,
     TolerationDoc,
     TrainingDoc,
     TruthDoc,
@@ -62,7 +64,7 @@ class ResourceSpec(TypedDict):
     ``priority_class``, ``model_runs`` and ``concurrency`` None when absent (the run's default)."""
 
     name: str
-    type: str
+    type: ResourceType
     requests: dict[str, Scalar]
     vendor: str
     limits: dict[str, Scalar]
@@ -154,7 +156,7 @@ class ModelSpec(TypedDict):
     version: str
     runtime: str
     network: bool
-    task_type: str
+    task_type: TaskType
     uri: str | None
     sha256: str | None
     entrypoint: list[str] | None

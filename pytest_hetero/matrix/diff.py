@@ -22,17 +22,18 @@ out, what was compared.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_hetero.matrix.document import DatasetDoc, ImageDoc, ModelDoc, ResourceDoc
 from pytest_hetero.matrix.expand import Plan
-from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.matrix.model import Dimension, Matrix
 from pytest_hetero.matrix.references import file_sha256
 
-DIMENSION_KEYS: dict[str, str] = {"resource": "resources", "image": "images", "model": "models",
-                                  "dataset": "datasets"}
+DIMENSION_KEYS: dict[Dimension, str] = {"resource": "resources", "image": "images", "model": "models",
+                                        "dataset": "datasets"}
 """Dimension name → its list under ``spec``."""
 _IGNORED = frozenset({"description"})
 
@@ -60,17 +61,18 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 or text in (MISSING, SAME_PATH) else text[:37] + "…"
 
 
-BY_CONTENT: dict[str, frozenset[str]] = {"model": frozenset({"code"}), "dataset": frozenset({"acceptance"})}
-"""Entry fields compared by the content they name (:func:`input_digests`), not by their path text: a code
-folder or rules file moved with the same content is no change, one edited at the same path is."""
+BY_CONTENT: dict[Dimension, frozenset[str]] = {"resource": frozenset(), "image": frozenset(),
+                                               "model": frozenset({"code"}), "dataset": frozenset({"acceptance"})}
+"""Each dimension's entry fields compared by the content they name (:func:`input_digests`), not by their path text:
+a code folder or rules file moved with the same content is no change, one edited at the same path is."""
 
 
-def _definitions(matrix: Matrix, dim: str) -> dict[str, dict[str, object]]:
+def _definitions(matrix: Matrix, dim: Dimension) -> dict[str, dict[str, object]]:
     spec = matrix.source["spec"]
-    listed: dict[str, list[ResourceDoc] | list[ImageDoc] | list[ModelDoc] | list[DatasetDoc]] = {
+    listed: dict[Dimension, list[ResourceDoc] | list[ImageDoc] | list[ModelDoc] | list[DatasetDoc]] = {
         "resource": spec["resources"], "image": spec["images"], "model": spec["models"], "dataset": spec["datasets"]}
     entries = listed[dim]
-    skip = _IGNORED | BY_CONTENT.get(dim, frozenset())
+    skip = _IGNORED | BY_CONTENT[dim]
     return {e["name"]: {k: v for k, v in e.items() if k not in skip or not isinstance(v, str)} for e in entries}
 
 
@@ -177,6 +179,11 @@ def compared(old: Matrix, new: Matrix) -> str:
     return text + (" and the sha256 of " + ", ".join(inputs) if inputs else "") + " compared"
 
 
+def differing(old: Mapping[str, object], new: Mapping[str, object]) -> dict[str, tuple[Any, Any]]:
+    """Each key whose value differs between ``old`` and ``new`` (absent: None), sorted, with ``(old, new)``."""
+    return {k: (old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
+
+
 def _input_fields(old: dict[str, str], new: dict[str, str]) -> dict[str, tuple[Any, Any]]:
     """The inputs whose digests differ, or that the old matrix's path does not find (cannot compare)."""
     return {name: (old.get(name), digest) for name, digest in new.items()
@@ -189,9 +196,7 @@ def dimension_changes(old: Matrix, new: Matrix) -> list[Change]:
     differs. Sorted by dimension, then name."""
     changes: list[Change] = []
     if old.target != new.target:
-        fields = {k: (old.target.get(k), new.target.get(k))
-                  for k in sorted(set(old.target) | set(new.target)) if old.target.get(k) != new.target.get(k)}
-        changes.append(Change("target", "spec.target", "changed", fields))
+        changes.append(Change("target", "spec.target", "changed", differing(old.target, new.target)))
     old_inputs, new_inputs = _old_digests(old, new), input_digests(new)
     for dim in DIMENSION_KEYS:
         before, after = _definitions(old, dim), _definitions(new, dim)
@@ -201,8 +206,7 @@ def dimension_changes(old: Matrix, new: Matrix) -> list[Change]:
             elif name not in after:
                 changes.append(Change(dim, name, "removed", {}))
             else:
-                a, b = before[name], after[name]
-                fields = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+                fields = differing(before[name], after[name])
                 fields.update(_input_fields(old_inputs.get((dim, name), {}), new_inputs.get((dim, name), {})))
                 if fields:
                     changes.append(Change(dim, name, "changed", fields))

@@ -15,6 +15,10 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
 
 Scalar = str | int | float
 """A Kubernetes quantity (``16Gi``, ``500m``, ``1``) or a duration (``90s``, ``1m30s``, ``30``) as written."""
+ResourceType = Literal["gpu", "npu", "cpu"]
+"""``spec.resources[].type`` (schema enum)."""
+TaskType = Literal["training", "fine-tune", "batch-inference", "online-inference", "evaluation", "data-processing"]
+"""``spec.models[].task_type`` (schema enum)."""
 
 
 class LayerSettingsDoc(TypedDict, total=False):
@@ -54,7 +58,7 @@ class ResourceDoc(TypedDict):
     """``spec.resources[]``: ``name``, ``type`` and ``requests`` are required."""
 
     name: str
-    type: str
+    type: ResourceType
     requests: dict[str, Scalar]
     vendor: NotRequired[str]
     limits: NotRequired[dict[str, Scalar]]
@@ -178,7 +182,7 @@ class ModelDoc(TypedDict):
     code: NotRequired[str]
     serving: NotRequired[ServingDoc]
     network: NotRequired[bool]
-    task_type: NotRequired[str]
+    task_type: NotRequired[TaskType]
     training: NotRequired[TrainingDoc]
 
 

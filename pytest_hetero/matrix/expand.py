@@ -45,7 +45,9 @@ NODES = "nodes"
 
 @dataclass(frozen=True)
 class PlannedItem:
-    """One item to run: ``parts`` is its id below the matrix file, ``depends_on`` the parts of its parent."""
+    """One item to run: ``parts`` is its id below the matrix file, ``depends_on`` the parts of its parent; ``keys``
+    the dimensions it depends on, by name: always its ``resource`` (every item is of one resource), then ``image``,
+    ``model``, ``dataset``, ``check``, ``coverage``, ``probe`` or ``task_type`` as its layer has them."""
 
     layer: Layer
     keys: dict[str, str]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_hetero import LAYERS
 from pytest_hetero.durations import parse_duration
@@ -39,6 +39,7 @@ from pytest_hetero.matrix.governance import Names
 from pytest_hetero.matrix.model import (
     Coverage,
     Dataset,
+    Dimension,
     ExcludeRule,
     GovernanceProbe,
     Image,
@@ -60,8 +61,6 @@ from pytest_hetero.usercache import cache_dir, installed_files
 
 if TYPE_CHECKING:  # annotations only: jsonschema is imported when a matrix is validated
     from jsonschema.exceptions import ValidationError
-
-Dimension = Literal["resource", "image", "model", "dataset"]
 
 
 @lru_cache(maxsize=1)

@@ -13,7 +13,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar
 
-from pytest_hetero.matrix.document import AuthDoc, ExpectDoc, MatrixDoc, RollbackDoc, TargetDoc, TolerationDoc
+from pytest_hetero.matrix.document import (
+    AuthDoc,
+    ExpectDoc,
+    MatrixDoc,
+    ResourceType,
+    RollbackDoc,
+    TargetDoc,
+    TaskType,
+    TolerationDoc,
+)
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
@@ -23,10 +32,13 @@ DEFAULT_TIMEOUTS_S: dict[Layer, float] = {
 }
 """Per-layer timeout in seconds when ``spec.layers.<layer>.timeout`` is absent."""
 
+Dimension = Literal["resource", "image", "model", "dataset"]
+"""The dimensions a matrix combines (``spec.resources``, ``images``, ``models``, ``datasets``), by entry name."""
+
 BASIC_RESOURCES: tuple[str, ...] = ("cpu", "memory", "ephemeral-storage", "pods")
 """Resource names every node has; the rest of a request names accelerators (extended resources)."""
 
-TASK_TYPES: tuple[str, ...] = ("training", "fine-tune", "batch-inference", "online-inference", "evaluation",
+TASK_TYPES: tuple[TaskType, ...] = ("training", "fine-tune", "batch-inference", "online-inference", "evaluation",
                               "data-processing")
 """``spec.models[].task_type`` values (schema enum); absent: ``online-inference`` when served, else
 ``batch-inference``."""
@@ -34,6 +46,10 @@ DEFAULT_VALID_FOR_S = 7 * 24 * 3600.0
 """How long a validation status holds when ``spec.validation.valid_for`` is absent (seconds: 7 days)."""
 DEFAULT_DOMAIN = "pytest-hetero.dev"
 """DNS domain of published status keys when ``spec.validation.domain`` is absent."""
+
+PROBE_OF_TYPE: dict[ResourceType, str] = {"gpu": "nvidia", "npu": "ascend", "cpu": "cpu"}
+"""Resource type → the device probe that reads a resource whose vendor has no probe of its own
+(:attr:`Resource.probe_vendor`)."""
 
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 """Bytes of stdout/stderr kept inline in evidence per stream (the full text goes to an artifact)."""
@@ -82,7 +98,7 @@ class Resource:
     """One resource type to validate: requests such as ``{"nvidia.com/gpu": "1"}`` (quantities as strings)."""
 
     name: str
-    type: str
+    type: ResourceType
     vendor: str
     requests: dict[str, str]
     limits: dict[str, str] = field(default_factory=dict)
@@ -117,7 +133,7 @@ class Resource:
         vendor = self.vendor.lower()
         if vendor in ("nvidia", "ascend", "huawei"):
             return "ascend" if vendor == "huawei" else vendor
-        return {"gpu": "nvidia", "npu": "ascend"}.get(self.type, "cpu")
+        return PROBE_OF_TYPE[self.type]
 
 
 @dataclass(frozen=True)
@@ -190,7 +206,7 @@ class Model:
     code: Path | None
     line: int = 0
     serving: Serving | None = None
-    task_type: str = "batch-inference"
+    task_type: TaskType = "batch-inference"
     """What the model is validated for (:data:`TASK_TYPES`); the validation status is per pool × task type."""
     network: bool = False
     """The matrix grants the model's runs the host's network (local engine; default: loopback only)."""

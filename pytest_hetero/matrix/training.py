@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.durations import parse_duration
-from pytest_hetero.matrix.document import TrainingDoc
+from pytest_hetero.matrix.document import TaskType, TrainingDoc
 
-TASK_CHECKS: dict[str, tuple[str, ...]] = {
+TASK_CHECKS: dict[TaskType, tuple[str, ...]] = {
     "training": ("communication", "checkpoint"),
     "fine-tune": ("communication", "checkpoint"),
     "batch-inference": (),
@@ -71,9 +71,9 @@ class Training:
         return self.at_bytes if self.at_bytes is not None else max(self.sizes)
 
 
-def checks_of(task_type: str) -> tuple[str, ...]:
-    """The checks ``task_type`` brings (empty for an unknown one)."""
-    return TASK_CHECKS.get(task_type, ())
+def checks_of(task_type: TaskType) -> tuple[str, ...]:
+    """The checks ``task_type`` brings (:data:`TASK_CHECKS` has a row for every task type)."""
+    return TASK_CHECKS[task_type]
 
 
 def parse_training(raw: TrainingDoc | None, base: Path) -> Training:

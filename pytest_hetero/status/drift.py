@@ -182,7 +182,7 @@ def affected_items(changes: list[Change], matrix: Matrix, plan: Plan, old: dict[
             if not layers:
                 continue
             for item in plan.items:
-                if item.keys.get("resource") == resource.name and item.layer in layers and item.id not in hits:
+                if item.keys["resource"] == resource.name and item.layer in layers and item.id not in hits:
                     hits[item.id] = f"changed in the cluster: {describe(change)}"
     return hits
 

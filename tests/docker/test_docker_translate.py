@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from pytest_hetero.backends.docker.translate import DockerTarget, quantity, translate
+from pytest_hetero.matrix.document import ResourceType
 from pytest_hetero.matrix.model import Resource
 
 
-def res(requests: dict[str, str], limits: dict[str, str] | None = None, type_: str = "cpu",
+def res(requests: dict[str, str], limits: dict[str, str] | None = None, type_: ResourceType = "cpu",
         name: str = "r") -> Resource:
     return Resource(name=name, type=type_, vendor="any", requests=requests, limits=limits or {})
 

@@ -122,7 +122,7 @@ PER_RANK = {"HETERO_RANK", "RANK", "HETERO_RENDEZVOUS_ADDR", "MASTER_ADDR"}
 def request_of(step: Step, spec: JobSpec) -> JobRequest:
     """The gang :class:`~pytest_hetero.backends.protocol.JobRequest` of ``spec``: the model's task type, its
     ``spec.task_queues`` rule's queue and priority class (else the resource's queue), ``world_size`` workers."""
-    task = step.model.task_type or "training"
+    task = step.model.task_type  # a TaskType, never empty (the schema enum, or the build's default)
     rule = next((r for r in step.matrix.task_queues if r.task_type == task), None)
     return JobRequest(task_type=task, workers=spec.world_size,
                       queue=(rule.queue if rule else None) or step.resource.queue,
