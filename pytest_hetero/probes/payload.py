@@ -218,8 +218,9 @@ def parse_payload_output(stdout: str) -> PayloadReport:
     """Read the payload JSON between the marker lines of ``stdout`` (other lines are ignored).
 
     A missing END marker or unreadable JSON gives a report with ``warnings`` and the fields it
-    could not read left empty. Raises :class:`ParseError` when there is no BEGIN marker (the
-    payload did not run) and names what the output started with.
+    could not read left empty; a field of another JSON type than payload.sh writes is read as its
+    text (``env`` values, ``hostname``, ``arch``) or left empty. Raises :class:`ParseError` when
+    there is no BEGIN marker (the payload did not run) and names what the output started with.
     """
     # the marker alone on its line, so a shell trace ("+ echo ---HETERO-...") is not taken for it
     line = re.search(rf"^{re.escape(BEGIN)}[ \t\r]*$", stdout, re.MULTILINE)
@@ -256,14 +257,16 @@ def parse_payload_output(stdout: str) -> PayloadReport:
         value = data.get(key)
         return value if isinstance(value, list) else []
 
+    # each field as the type PayloadReport declares (another JSON type as its text), so no reader downstream
+    # meets an int where payload.sh writes a string
     return PayloadReport(
         device_nodes=tuple(str(x) for x in list_of("device_nodes")),
-        env=dict_of("env"),
+        env={str(name): _text(value) for name, value in dict_of("env").items()},
         libraries=tuple(x for x in list_of("libraries") if isinstance(x, dict)),
         tools=dict_of("tools"),
         python=dict_of("python"),
-        hostname=data.get("hostname"),
-        arch=data.get("arch"),
+        hostname=_text(data.get("hostname")),
+        arch=_text(data.get("arch")),
         warnings=tuple(warnings),
         raw=stdout,
     )
