@@ -249,11 +249,11 @@ def parse_payload_output(stdout: str) -> PayloadReport:
     if schema != SCHEMA:
         warnings.append(f"payload schema {schema!r}, expected {SCHEMA!r}")
 
-    def dict_of(key: str) -> dict[str, Any]:
+    def dict_of(key: str) -> dict[str, object]:
         value = data.get(key)
         return value if isinstance(value, dict) else {}
 
-    def list_of(key: str) -> list[Any]:
+    def list_of(key: str) -> list[object]:
         value = data.get(key)
         return value if isinstance(value, list) else []
 
