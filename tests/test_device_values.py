@@ -191,3 +191,11 @@ def test_sample_lines_of_another_shape_are_skipped_never_a_traceback() -> None:
     samples = "\n".join([json.dumps(head), *odd, '[1.0, "1048576", "inactive_file 0\\n", "usage_usec 0"]'])
     got, _ = runtime.read_back({".samples": samples}, None, 1.0, "p")
     assert [d["series"]["memory_used_mib"] for d in got["devices"]] == [[1.0]] and got["errors"] == []
+    # a start time that is no time (out of the platform's range, infinite) is not known: never a traceback
+    for at in (1e300, -1e300, float("inf")):
+        far = runtime.read_back({".samples": "\n".join([json.dumps({**head, "at": at}), samples.splitlines()[-1]])},
+                                None, 1.0, "p")[0]
+        assert (far["started_at"], far["finished_at"]) == ("", "")
+        npu_far = _record("pod-cgroup", [])
+        runtime.add_devices(npu_far, json.dumps({**npu, "at": at}))
+        assert npu_far["devices"] == []

@@ -150,10 +150,15 @@ def _rusage(text: str, run_s: float) -> dict[str, Measured]:
 
 
 def _iso(epoch_s: Any) -> str:
-    """RFC 3339 UTC text of ``epoch_s`` (seconds), "" when it is not a number."""
+    """RFC 3339 UTC text of ``epoch_s`` (seconds), "" when it is not a number or not a time (NaN, infinite, out
+    of the platform's range: a header the workload may have written)."""
     if not isinstance(epoch_s, (int, float)):
         return ""
-    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        at = datetime.fromtimestamp(epoch_s, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return ""
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
