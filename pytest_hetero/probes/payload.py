@@ -137,7 +137,8 @@ class PayloadReport:
 
     ``tools`` maps ``nvidia-smi``/``npu-smi`` to ``{"present", "rc", "output", "error"}``;
     ``python`` is ``{"present", "path", "rc", "report", "error"}`` where ``report`` holds
-    ``version``, ``onnxruntime``, ``torch``, ``torch_npu`` dicts; ``warnings`` are reading notes. The
+    ``version``, ``onnxruntime``, ``torch``, ``torch_npu`` dicts; ``libraries`` the ``{"name", "path"}``
+    objects of the driver libraries found (values as written: any JSON type); ``warnings`` are reading notes. The
     ``tools``, ``python`` and ``libraries`` documents are kept as the container wrote them (evidence holds
     them); each is parsed once, on first use (:attr:`tool_runs`, :attr:`python_facts`, :attr:`library_names`),
     and read through :meth:`tool`, :meth:`interpreter`, :meth:`framework` and :meth:`has_library`.
@@ -145,7 +146,7 @@ class PayloadReport:
 
     device_nodes: tuple[str, ...] = ()
     env: dict[str, str | None] = field(default_factory=dict)
-    libraries: tuple[dict[str, str], ...] = ()
+    libraries: tuple[Mapping[str, object], ...] = ()
     tools: Mapping[str, object] = field(default_factory=dict)
     python: Mapping[str, object] = field(default_factory=dict)
     hostname: str | None = None
