@@ -173,3 +173,29 @@ def test_the_wrapper_samples_gpus_with_one_looping_nvidia_smi(tmp_path: Path, mo
     assert set(gpu["series"]["memory_used_mib"]) == {30000.0} and set(gpu["series"]["utilisation_pct"]) == {40.0}
     got = device_run_time(usage, "gpu", "kubernetes")
     assert (got["gpu_memory_peak_mib"]["value"], got["device_utilisation_mean"]["value"]) == (30000.0, 0.4)
+
+
+def test_sample_lines_of_another_shape_are_skipped_never_a_traceback() -> None:
+    # the run dir is in the workload's container: the model run can write .samples and .devices itself
+    odd = ['5', '"1234"', '{"a": 1, "b": 2, "c": 3, "d": 4}', '["x", 0, "", ""]', '[null, 0, "", ""]',
+           '[1.5, [1], "", ""]', '[1.5, "x", "", ""]', '[1.5, "100", 5, ""]', '[1.5, "100", "", 7]',
+           '[0.5, 0, 5, ""]', '[0.5, [1]]', '[0.5, 3]']
+    gpu = {"tool": "nvidia-smi", "path": "/x/nvidia-smi", "visible": "GPU-a", "t": 0.0}
+    good = json.dumps([0.5, 0, "0, GPU-a, NVIDIA H100 80GB HBM3, 1024, 81559, 50\n", ""])
+    usage = _record("pod-cgroup", [])
+    runtime.add_devices(usage, "\n".join([json.dumps(gpu), *odd, good]))
+    assert [d["series"]["memory_used_mib"] for d in usage["devices"]] == [[1024.0]]
+    npu = {"tool": "npu-smi", "path": "/x/npu-smi", "visible": "0", "t": 0.0, "memory": {"0": [0, "", ""]}}
+    runtime.add_devices(_record("pod-cgroup", []), "\n".join([json.dumps(npu), *odd]))
+    head = {"memory": "/sys/fs/cgroup/memory.current", "cpu": "/sys/fs/cgroup/cpu.stat", "cores": 1, "t": 0.0}
+    samples = "\n".join([json.dumps(head), *odd, '[1.0, "1048576", "inactive_file 0\\n", "usage_usec 0"]'])
+    got, _ = runtime.read_back({".samples": samples}, None, 1.0, "p")
+    assert [d["series"]["memory_used_mib"] for d in got["devices"]] == [[1.0]] and got["errors"] == []
+    # a start time that is no time (out of the platform's range, infinite) is not known: never a traceback
+    for at in (1e300, -1e300, float("inf")):
+        far = runtime.read_back({".samples": "\n".join([json.dumps({**head, "at": at}), samples.splitlines()[-1]])},
+                                None, 1.0, "p")[0]
+        assert (far["started_at"], far["finished_at"]) == ("", "")
+        npu_far = _record("pod-cgroup", [])
+        runtime.add_devices(npu_far, json.dumps({**npu, "at": at}))
+        assert npu_far["devices"] == []

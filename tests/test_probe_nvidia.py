@@ -6,13 +6,14 @@ import subprocess
 import sys
 import types
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.probes.model import Inventory
+from pytest_hetero.probes.model import DEVICE_KIND, HEALTH_ORDER, Device, Health, Inventory, Vendor, worst
 from pytest_hetero.probes.nvidia import detect_format, parse_nvidia_smi, probe_nvidia
 from pytest_hetero.probes.nvidia_table import parse_nvidia_smi_table
 from pytest_hetero.probes.nvidia_xid import parse_xid_log, xid_inventory
@@ -932,3 +933,9 @@ def test_xml_v13_split_sram_counters_and_inaccessible_fields() -> None:
         "critical",
         ("volatile uncorrectable ECC errors: 1", "serial reads GPU is inaccessible"),
     )
+
+
+def test_health_and_vendor_tables_cover_every_literal_value() -> None:
+    assert set(HEALTH_ORDER) == set(get_args(Health)) and set(DEVICE_KIND) == set(get_args(Vendor))
+    assert [Device(vendor, 3).label for vendor in get_args(Vendor)] == ["GPU 3", "NPU 3", "CPU 3"]
+    assert (worst(), worst("ok", "unknown"), worst("warning", "critical", "ok")) == ("ok", "unknown", "critical")

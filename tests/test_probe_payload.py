@@ -464,3 +464,14 @@ def test_shell_trace_lines_are_not_markers(tmp_path: Path) -> None:
     traced = f"+ echo {BEGIN}\n+ printf ...\n{out}+ echo {END}\n"
     report = parse_payload_output(traced)
     assert (report.warnings, report.arch) == ((), platform.machine())
+
+
+def test_fields_of_another_json_type_are_read_as_text_never_a_traceback() -> None:
+    # payload.sh writes env values, hostname and arch as strings or null; an edited or hostile payload may not
+    doc = {"schema": "hetero-payload/1", "hostname": ["h"], "arch": 64,
+           "env": {"NVIDIA_VISIBLE_DEVICES": 2, "ASCEND_VISIBLE_DEVICES": {"a": 1}, "LD_LIBRARY_PATH": None}}
+    report = parse_payload_output(f"{BEGIN}\n{json.dumps(doc)}\n{END}\n")
+    assert (report.hostname, report.arch) == ("['h']", "64")
+    assert report.env == {"NVIDIA_VISIBLE_DEVICES": "2", "ASCEND_VISIBLE_DEVICES": "{'a': 1}", "LD_LIBRARY_PATH": None}
+    assert [f.category for f in assess(report, "gpu")][:1] == ["device-node"]
+    assert [f.category for f in assess(report, "npu")][:1] == ["device-node"]

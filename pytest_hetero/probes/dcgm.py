@@ -323,11 +323,14 @@ class DcgmDiscovery:
 _FOUND = re.compile(r"^\s*(\d+)\s+(GPUs?|NvSwitch\w*|CPUs?)\s+found")
 
 
-def _discovered(what: str) -> str:
-    """``GPUs``/``NvSwitches``/``CPUs`` (lower-cased, as counted) -> ``gpu``/``nvswitch``/``cpu``."""
+def _declared(found: DcgmDiscovery, what: str, number: int) -> None:
+    """Record a ``N GPUs/NvSwitches/CPUs found.`` line (``what`` lower-cased as printed) on ``found``."""
     if what.startswith("gpu"):
-        return "gpu"
-    return "nvswitch" if what.startswith("nvswitch") else "cpu"
+        found.gpus_declared = number
+    elif what.startswith("nvswitch"):
+        found.nvswitches = number
+    else:
+        found.cpus = number
 
 
 def _gpu_row(gpus: list[DcgmGpu], current: DcgmGpu | None, index: int, left: str, value: str) -> DcgmGpu | None:
@@ -355,21 +358,20 @@ def _gpu_row(gpus: list[DcgmGpu], current: DcgmGpu | None, index: int, left: str
 
 def parse_dcgm_discovery(lines: list[str]) -> DcgmDiscovery:
     """Parse ``dcgmi discovery -l`` output. Never raises."""
-    counts: dict[str, int] = {}
-    gpus: list[DcgmGpu] = []
+    found = DcgmDiscovery(None, None, None, [])
     section = ""
     current: DcgmGpu | None = None
     for index, line in enumerate(lines):
         count = _FOUND.match(line)
         if count:
             section = count.group(2).lower()
-            counts[_discovered(section)] = int(count.group(1))
+            _declared(found, section, int(count.group(1)))
             current = None
             continue
         cells = _cells(line)
         if cells is not None and section.startswith("gpu"):
-            current = _gpu_row(gpus, current, index, cells[0], cells[1].strip())
-    return DcgmDiscovery(counts.get("gpu"), counts.get("nvswitch"), counts.get("cpu"), gpus)
+            current = _gpu_row(found.gpus, current, index, cells[0], cells[1].strip())
+    return found
 
 
 WARNING_CODES: tuple[tuple[re.Pattern[str], str, str, str], ...] = (

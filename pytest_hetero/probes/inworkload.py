@@ -150,10 +150,15 @@ def _rusage(text: str, run_s: float) -> dict[str, Measured]:
 
 
 def _iso(epoch_s: Any) -> str:
-    """RFC 3339 UTC text of ``epoch_s`` (seconds), "" when it is not a number."""
+    """RFC 3339 UTC text of ``epoch_s`` (seconds), "" when it is not a number or not a time (NaN, infinite, out
+    of the platform's range: a header the workload may have written)."""
     if not isinstance(epoch_s, (int, float)):
         return ""
-    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        at = datetime.fromtimestamp(epoch_s, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return ""
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,40 @@ class SamplesHeader:
                    t=float(_number_of(head.get("t")) or 0.0))
 
 
+@dataclass(frozen=True)
+class CgroupSample:
+    """One sample line of the wrapper's ``.samples`` (:mod:`.podwrap`): ``[monotonic s, memory usage text,
+    inactive file lines of memory.stat, CPU text]``, or those with the ``error`` text of a failed read after them.
+    ``at`` (s), ``used`` (bytes; None: no usage text), ``stat`` and ``cpu`` ("" when empty)."""
+
+    at: float
+    used: float | None
+    stat: str
+    cpu: str
+    error: str | None
+
+    @classmethod
+    def parse(cls, line: str) -> CgroupSample | None:
+        """The sample of ``line``; None for a line that is not one (not JSON, not a list of at least four, a
+        time or usage that is not a number, a text that is not text): the reader skips it, never raises."""
+        try:
+            got = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(got, list) or len(got) < 4:
+            return None
+        at, used, stat, cpu, *error = got
+        seconds = _float(at)
+        if seconds is None:
+            return None
+        if error:
+            return cls(seconds, None, "", "", str(error[0]))
+        bytes_used = _float(used) if used else None
+        if (used and bytes_used is None) or not _text_or_empty(stat, cpu):
+            return None
+        return cls(seconds, bytes_used, stat or "", cpu or "", None)
+
+
 def _series(text: str, pod: str) -> UsageRecord:
     """The ``model.usage`` record of the wrapper's ``.samples`` text (see :mod:`.podwrap`)."""
     lines = text.splitlines()
@@ -203,16 +242,15 @@ def _series(text: str, pod: str) -> UsageRecord:
     prev: tuple[float, float] | None = None
     t0 = head.t
     for line in lines[1:]:
-        try:
-            at, used, stat, cpu_text, *error = json.loads(line)
-            at = float(at)
-        except (ValueError, TypeError):
+        sample = CgroupSample.parse(line)
+        if sample is None:
             continue
-        if error:
-            sampler.errors.append(str(error[0]))
+        at = sample.at
+        if sample.error is not None:
+            sampler.errors.append(sample.error)
             continue
-        ws = working_set_of(float(used), stat) if used else None
-        cpu_s = cpu_seconds_of(cpu_text, fmt) if cpu_text else None
+        ws = working_set_of(sample.used, sample.stat) if sample.used is not None else None
+        cpu_s = cpu_seconds_of(sample.cpu, fmt) if sample.cpu else None
         util = None
         if cpu_s is not None:
             if prev is not None and at > prev[0]:
@@ -263,6 +301,30 @@ class DevicesHeader:
                    memory=(memory if isinstance(memory, dict) else {}) if "memory" in head else None)
 
 
+@dataclass(frozen=True)
+class ToolAnswer:
+    """One ``nvidia-smi`` sample line of the wrapper's ``.devices`` (:mod:`.podwrap`): ``[monotonic s, exit code,
+    stdout, stderr tail]``. ``at`` (s) and ``out`` are None when not a number / not text (needed only to read an
+    answer that exited 0); ``err`` as text."""
+
+    at: float | None
+    rc: object
+    out: str | None
+    err: str
+
+    @classmethod
+    def parse(cls, line: str) -> ToolAnswer | None:
+        """The answer of ``line``; None for a line that is not a JSON list of four (the reader skips it)."""
+        try:
+            got = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(got, list) or len(got) != 4:
+            return None
+        at, rc, out, err = got
+        return cls(_float(at), rc, out if isinstance(out, str) else None, str(err))
+
+
 def add_devices(usage: UsageRecord, text: str) -> None:
     """Add the devices the wrapper's ``.devices`` text sampled (``nvidia-smi --query-gpu … --format=csv,
     noheader,nounits``: one line per device, :data:`DEVICE_FIELDS`) to ``usage`` (a ``model.usage`` record):
@@ -281,16 +343,17 @@ def add_devices(usage: UsageRecord, text: str) -> None:
     sampler = Sampler(Source(tool, ""), float(head.interval or usage["interval_s"] or SAMPLE_INTERVAL_S))
     t0 = head.t
     for line in lines[1:]:
-        try:
-            at, rc, out, err = json.loads(line)
-        except ValueError:
+        answer = ToolAnswer.parse(line)
+        if answer is None:
             continue
-        if rc != 0:
+        if answer.rc != 0:
             if len(sampler.errors) < 5:
-                sampler.errors.append(f"{tool} exited {rc}: {str(err).strip()[-200:]}")
+                sampler.errors.append(f"{tool} exited {answer.rc}: {answer.err.strip()[-200:]}")
+            continue
+        if answer.at is None or answer.out is None:
             continue
         reading: dict[str, tuple[float | None, float | None]] = {}
-        for row in out.strip().splitlines():
+        for row in answer.out.strip().splitlines():
             cells = [c.strip() for c in row.split(",")]
             if len(cells) != len(DEVICE_FIELDS):
                 if len(sampler.errors) < 5:
@@ -302,7 +365,7 @@ def add_devices(usage: UsageRecord, text: str) -> None:
                 continue
             names[uuid] = {"name": cells[2], "memory_total_mib": _number(cells[4]), "source": tool}
             reading[uuid] = (_number(cells[3]), _number(cells[5]))
-        _append(sampler, round(float(at) - t0, 3), reading)
+        _append(sampler, round(answer.at - t0, 3), reading)
     scope = (f"{tool} --query-gpu inside the container, every {sampler.interval_s:g} s: the devices allocated to it "
              f"(NVIDIA_VISIBLE_DEVICES={visible or 'unset'})")
     why = (f"{tool} is not on PATH in the container" if not head.path else
@@ -347,6 +410,8 @@ def add_npu_devices(usage: UsageRecord, head: DevicesHeader, lines: list[str]) -
             at = float(at)
         except (ValueError, TypeError):
             continue
+        if per and not isinstance(per, dict):  # not the {npu id: answer} podwrap writes: skipped as unreadable
+            continue
         reading: dict[str, tuple[float | None, float | None]] = {}
         for npu, got in (per or {}).items():
             rc, out, err = got if isinstance(got, list) and len(got) == 3 else (None, "", "unreadable")
@@ -390,6 +455,22 @@ def _text(value: object) -> str | None:
 def _number_of(value: object) -> float | None:
     """A header's number field as the JSON held it (an int stays an int): None when absent or not a number."""
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _float(value: object) -> float | None:
+    """``float(value)`` of a number or numeric text as JSON holds it (the wrapper writes numbers); None for
+    anything else."""
+    if not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _text_or_empty(*values: object) -> bool:
+    """True when every value is text or empty (falsy: "", null, 0), as a sample's text fields are."""
+    return all(isinstance(value, str) or not value for value in values)
 
 
 def _number(text: str) -> float | None:

@@ -19,8 +19,12 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
 Health = Literal["ok", "warning", "critical", "unknown"]
 """Normalised device health: ``critical`` means the device must not receive work."""
 
-HEALTH_ORDER: dict[str, int] = {"ok": 0, "unknown": 1, "warning": 2, "critical": 3}
+HEALTH_ORDER: dict[Health, int] = {"ok": 0, "unknown": 1, "warning": 2, "critical": 3}
 """Severity rank of each :data:`Health` value (higher is worse)."""
+Vendor = Literal["nvidia", "ascend", "cpu"]
+"""The vendor of a probed device (the probe that read it)."""
+DEVICE_KIND: dict[Vendor, str] = {"nvidia": "GPU", "ascend": "NPU", "cpu": "CPU"}
+"""Vendor → what its devices are called in a label (:attr:`Device.label`)."""
 
 
 def utc_now() -> str:
@@ -98,7 +102,7 @@ class Device:
     and ``errors`` lists every reason that lowered health, in plain words.
     """
 
-    vendor: str
+    vendor: Vendor
     index: int | None
     name: str | None = None
     uuid: str | None = None
@@ -120,7 +124,7 @@ class Device:
     @property
     def label(self) -> str:
         """Return a short human name: ``GPU 00000000:3B:00.0`` / ``NPU 3`` style."""
-        kind = {"nvidia": "GPU", "ascend": "NPU", "cpu": "CPU"}.get(self.vendor, self.vendor)
+        kind = DEVICE_KIND[self.vendor]
         ident = self.bus_id or (str(self.index) if self.index is not None else "?")
         return f"{kind} {ident}"
 
@@ -264,10 +268,10 @@ class InventoryDict(TypedDict):
     findings: NotRequired[list[dict[str, object]]]
 
 
-def worst(*values: str) -> Health:
+def worst(*values: Health) -> Health:
     """Return the most severe of the given health values (``"ok"`` for none)."""
     best: Health = "ok"
     for value in values:
-        if HEALTH_ORDER.get(value, 1) > HEALTH_ORDER[best]:
-            best = value  # type: ignore[assignment]
+        if HEALTH_ORDER[value] > HEALTH_ORDER[best]:
+            best = value
     return best

@@ -72,7 +72,7 @@ def verdict(inputs: HealthInputs) -> tuple[Health, str, tuple[str, ...]]:
     facts that were read, e.g. ``"ecc_volatile_uncorrectable=2"``.
     """
     reasons: list[str] = []
-    levels: list[str] = ["ok"]
+    levels: list[Health] = ["ok"]
     if inputs.ecc_volatile_uncorrectable:
         reasons.append(f"volatile uncorrectable ECC errors: {inputs.ecc_volatile_uncorrectable}")
         levels.append("critical")

@@ -137,7 +137,8 @@ class PayloadReport:
 
     ``tools`` maps ``nvidia-smi``/``npu-smi`` to ``{"present", "rc", "output", "error"}``;
     ``python`` is ``{"present", "path", "rc", "report", "error"}`` where ``report`` holds
-    ``version``, ``onnxruntime``, ``torch``, ``torch_npu`` dicts; ``warnings`` are reading notes. The
+    ``version``, ``onnxruntime``, ``torch``, ``torch_npu`` dicts; ``libraries`` the ``{"name", "path"}``
+    objects of the driver libraries found (values as written: any JSON type); ``warnings`` are reading notes. The
     ``tools``, ``python`` and ``libraries`` documents are kept as the container wrote them (evidence holds
     them); each is parsed once, on first use (:attr:`tool_runs`, :attr:`python_facts`, :attr:`library_names`),
     and read through :meth:`tool`, :meth:`interpreter`, :meth:`framework` and :meth:`has_library`.
@@ -145,7 +146,7 @@ class PayloadReport:
 
     device_nodes: tuple[str, ...] = ()
     env: dict[str, str | None] = field(default_factory=dict)
-    libraries: tuple[dict[str, str], ...] = ()
+    libraries: tuple[Mapping[str, object], ...] = ()
     tools: Mapping[str, object] = field(default_factory=dict)
     python: Mapping[str, object] = field(default_factory=dict)
     hostname: str | None = None
@@ -218,8 +219,9 @@ def parse_payload_output(stdout: str) -> PayloadReport:
     """Read the payload JSON between the marker lines of ``stdout`` (other lines are ignored).
 
     A missing END marker or unreadable JSON gives a report with ``warnings`` and the fields it
-    could not read left empty. Raises :class:`ParseError` when there is no BEGIN marker (the
-    payload did not run) and names what the output started with.
+    could not read left empty; a field of another JSON type than payload.sh writes is read as its
+    text (``env`` values, ``hostname``, ``arch``) or left empty. Raises :class:`ParseError` when
+    there is no BEGIN marker (the payload did not run) and names what the output started with.
     """
     # the marker alone on its line, so a shell trace ("+ echo ---HETERO-...") is not taken for it
     line = re.search(rf"^{re.escape(BEGIN)}[ \t\r]*$", stdout, re.MULTILINE)
@@ -248,22 +250,24 @@ def parse_payload_output(stdout: str) -> PayloadReport:
     if schema != SCHEMA:
         warnings.append(f"payload schema {schema!r}, expected {SCHEMA!r}")
 
-    def dict_of(key: str) -> dict[str, Any]:
+    def dict_of(key: str) -> dict[str, object]:
         value = data.get(key)
         return value if isinstance(value, dict) else {}
 
-    def list_of(key: str) -> list[Any]:
+    def list_of(key: str) -> list[object]:
         value = data.get(key)
         return value if isinstance(value, list) else []
 
+    # each field as the type PayloadReport declares (another JSON type as its text), so no reader downstream
+    # meets an int where payload.sh writes a string
     return PayloadReport(
         device_nodes=tuple(str(x) for x in list_of("device_nodes")),
-        env=dict_of("env"),
+        env={str(name): _text(value) for name, value in dict_of("env").items()},
         libraries=tuple(x for x in list_of("libraries") if isinstance(x, dict)),
         tools=dict_of("tools"),
         python=dict_of("python"),
-        hostname=data.get("hostname"),
-        arch=data.get("arch"),
+        hostname=_text(data.get("hostname")),
+        arch=_text(data.get("arch")),
         warnings=tuple(warnings),
         raw=stdout,
     )

@@ -521,8 +521,9 @@ class Sampler:
         why = src.unavailable or (None if available else "no sample could be read: " + "; ".join(self.errors))
         devices: list[UsageDevice] = []
         for dev_id, facts in src.devices.items() if available else []:
-            mem = [r.get(dev_id, (None, None))[0] for r in self.readings]
-            util = [r.get(dev_id, (None, None))[1] for r in self.readings]
+            # a sample that could not read this device holds no entry for it: both values unknown there
+            read = [r.get(dev_id, (None, None)) for r in self.readings]
+            mem, util = [m for m, _ in read], [u for _, u in read]
             devices.append({"id": dev_id, **facts, **_summary(mem, util),
                             "series": _bucketed(self.times, mem, util)})
         return {"source": src.name, "scope": src.scope, "interval_s": self.interval_s,

@@ -106,9 +106,9 @@ class OpenInferenceProtocol(ServingProtocol):
             wanted = self.serving.options.get("output_name")
             out = next(o for o in outputs if wanted is None or o["name"] == wanted)
             data, shape = out["data"], out["shape"]
-        except (ValueError, KeyError, TypeError, StopIteration) as exc:
+            rows = int(shape[0]) if shape else 1
+        except (ValueError, KeyError, TypeError, IndexError, StopIteration) as exc:
             raise ValueError(f"not an inference response: {type(exc).__name__}: {exc}") from None
-        rows = int(shape[0]) if shape else 1
         if rows != len(request.samples) or not isinstance(data, list) or len(data) % max(rows, 1):
             raise ValueError(f"output has {rows} rows for {len(request.samples)} samples")
         width = len(data) // rows

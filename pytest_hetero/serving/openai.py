@@ -130,7 +130,9 @@ def _encode(doc: ChatRequest | EmbeddingsRequest) -> bytes:
 
 
 def _sse_text(body: bytes) -> str:
-    """Join ``choices[0].delta.content`` of every ``data:`` event until ``[DONE]``."""
+    """Join ``choices[0].delta.content`` of every ``data:`` event until ``[DONE]`` (an event without a
+    ``delta`` adds nothing). Raises ValueError (JSONDecodeError) for an event that is not JSON or whose
+    ``choices[0]`` or ``delta`` is not an object, KeyError/IndexError/TypeError for another shape."""
     parts: list[str] = []
     for line in body.decode("utf-8").splitlines():
         if not line.startswith("data:"):
@@ -138,6 +140,9 @@ def _sse_text(body: bytes) -> str:
         data = line[5:].strip()
         if data == "[DONE]":
             break
-        delta = json.loads(data)["choices"][0].get("delta", {})
+        choice = json.loads(data)["choices"][0]
+        delta = choice.get("delta", {}) if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            raise ValueError(f"a streamed event's choices[0] is not an object with a delta object: {data[:200]!r}")
         parts.append(delta.get("content") or "")
     return "".join(parts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -112,6 +112,30 @@ def outputs_schema() -> dict[str, Any]:
     return dict(json.loads(text))
 
 
+@dataclass(frozen=True)
+class TruthOutputs:
+    """The members of a model's outputs object (``outputs.schema.json``) that the truth join and its metrics read,
+    parsed once: ``predictions``, ``ids`` (the dataset id of each prediction), ``scores`` (one row of numbers per
+    prediction) and ``classes`` (the class label of each score column), each the list as written, None when
+    absent or not a list (the schema's other types: :func:`check_outputs` refuses those)."""
+
+    predictions: list[Any] | None
+    ids: list[Any] | None
+    scores: list[Any] | None
+    classes: list[Any] | None
+
+    @classmethod
+    def parse(cls, outputs: Mapping[str, object]) -> TruthOutputs:
+        """The members of ``outputs`` (a model's outputs JSON object). Never raises."""
+        def listed(value: object) -> list[Any] | None:
+            return value if isinstance(value, list) else None
+
+        return cls(predictions=listed(outputs.get("predictions")),
+                   ids=listed(outputs.get("ids")),
+                   scores=listed(outputs.get("scores")),
+                   classes=listed(outputs.get("classes")))
+
+
 class OutputsInvalid(ValueError):
     """The outputs break the contract; ``problems`` lists each (field path and what is wrong)."""
 
@@ -132,8 +156,8 @@ def check_outputs(outputs: dict[str, Any], dataset: Dataset) -> frozenset[type] 
     if truth is not None:
         schema["required"] = ["predictions", "ids"] if truth.id else ["predictions"]
     problems = []
-    ids = outputs.get("ids")
-    kinds = frozenset(map(type, ids)) if isinstance(ids, list) else None
+    read = TruthOutputs.parse(outputs)
+    kinds = frozenset(map(type, read.ids)) if read.ids is not None else None
     if kinds is not None and kinds <= {int, str}:  # every id an integer or a string, as the
         properties = dict(schema["properties"])                      # schema's items say: checked in one pass
         properties["ids"] = {k: v for k, v in properties["ids"].items() if k != "items"}
@@ -144,22 +168,24 @@ def check_outputs(outputs: dict[str, Any], dataset: Dataset) -> frozenset[type] 
         problems.append(f"{where}: {text}")
         if len(problems) == 10:
             break
-    if not problems and truth is not None and truth.id and len(outputs["ids"]) != len(outputs["predictions"]):
-        problems.append(f"outputs.ids has {len(outputs['ids'])} entries beside {len(outputs['predictions'])} "
+    # with no problem, the schema's types hold: the members required above are lists
+    if not problems and truth is not None and truth.id and read.ids is not None and read.predictions is not None \
+            and len(read.ids) != len(read.predictions):
+        problems.append(f"outputs.ids has {len(read.ids)} entries beside {len(read.predictions)} "
                         "predictions: each prediction needs its id")
-    if not problems and "scores" in outputs:
-        problems.extend(_scores_problems(outputs))
+    if not problems and read.scores is not None:
+        problems.extend(_scores_problems(read.scores, read))
     if problems:
         raise OutputsInvalid(problems)
     return kinds
 
 
-def _scores_problems(outputs: dict[str, Any]) -> list[str]:
+def _scores_problems(scores: list[Any], outputs: TruthOutputs) -> list[str]:
     """``outputs.scores`` is one row per prediction of one number per ``outputs.classes`` entry (distinct labels)."""
     import numpy as np
 
-    classes, scores = outputs.get("classes"), outputs["scores"]
-    if not isinstance(classes, list):
+    classes = outputs.classes
+    if classes is None:
         return ["outputs.scores: given without outputs.classes (the class label of each score column)"]
     labels = [label_text(c) for c in classes]
     if None in labels or len(set(labels)) != len(labels):
@@ -168,8 +194,7 @@ def _scores_problems(outputs: dict[str, Any]) -> list[str]:
         shape = np.asarray(scores, dtype=np.float64).shape
     except (ValueError, TypeError):
         return ["outputs.scores: not a table of numbers (one list of numbers per prediction)"]
-    predictions = outputs.get("predictions")
-    rows = len(predictions) if isinstance(predictions, list) else None
+    rows = len(outputs.predictions) if outputs.predictions is not None else None
     if len(shape) != 2 or shape[1] != len(classes) or (rows is not None and shape[0] != rows):
         return [f"outputs.scores has shape {'x'.join(map(str, shape))}: one row per prediction ({rows}) of one "
                 f"score per class ({len(classes)})"]
@@ -225,8 +250,9 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
     computed value). ``sensitive``: join examples (ids) withheld. Raises :class:`TruthUnusable`."""
     gate = GateValues()
     record: MetricsRecord = {"self_reported": _self_reported(outputs), "measured": {}, "computed": None}
-    predictions = outputs.get("predictions")
-    count = len(predictions) if isinstance(predictions, list) else None
+    read = TruthOutputs.parse(outputs)
+    predictions = read.predictions
+    count = len(predictions) if predictions is not None else None
     _measured(gate, record, wall_s, count)
     truth = dataset.truth
     if truth is None:
@@ -239,7 +265,7 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
         table = read_truth(truth)
     except TruthError as exc:
         raise TruthUnusable(exc.message, exc.category) from None
-    assert isinstance(predictions, list)  # check_outputs required it
+    assert predictions is not None  # check_outputs required it
     # a null prediction (a sample a service left unanswered) is no prediction: its row counts as missing
     kept = range(len(predictions)) if None not in predictions else \
         [i for i, p in enumerate(predictions) if p is not None]
@@ -247,8 +273,11 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
         raise TruthUnusable(f"outputs.predictions holds {len(predictions) - len(kept)} null(s): joined by row order, "
                             "which rows they stand for would be a guess", "outputs_invalid")
     chosen = _predictions(predictions, kept, truth.task)
-    joined = join_ids(table, chosen, _kept(outputs["ids"], kept), id_kinds if isinstance(kept, range) else None) \
-        if truth.id else join(table, chosen, None)
+    if truth.id:
+        assert read.ids is not None  # check_outputs required it
+        joined = join_ids(table, chosen, _kept(read.ids, kept), id_kinds if isinstance(kept, range) else None)
+    else:
+        joined = join(table, chosen, None)
     source: TruthSource = {"path": str(table.path), "sha256": table.sha256, "format": table.format,
                            "target": truth.target, "join": f"id '{truth.id}'" if truth.id else "row order",
                            "rows": table.rows}
@@ -264,7 +293,7 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
         return Judged(values=gate, record=record, joined=joined)
     base = {"source": "computed", "truth_path": str(table.path), "truth_sha256": table.sha256,
             "outputs_sha256": outputs_sha256}
-    gate.lazy = _Lazy(dataset, table, joined, outputs, kept, base).value
+    gate.lazy = _Lazy(dataset, table, joined, read, kept, base).value
     computed = _eager(truth.task, joined.y_true, joined.y_pred)
     library = computed.library
     for other in metrics.TASK_METRICS:
@@ -306,7 +335,7 @@ class _Lazy:
     """Metrics computed when a rule asks for them: cut-off ones (``recall@5``, ``top_k_accuracy@3``), the costlier
     generation ones (``regex_match``, ``json_valid``, ``rouge_l``), and any metric over a slice of the truth rows."""
 
-    def __init__(self, dataset: Dataset, table: TruthTable, joined: Joined, outputs: dict[str, Any],
+    def __init__(self, dataset: Dataset, table: TruthTable, joined: Joined, outputs: TruthOutputs,
                  kept: Sequence[int], base: dict[str, Any]) -> None:
         self.dataset, self.table, self.joined, self.outputs, self.kept, self.base = \
             dataset, table, joined, outputs, kept, base
@@ -352,7 +381,7 @@ class _Lazy:
 
         at = metrics.AT_K_NAME.match(name)
         if at and at.group(1) == "top_k_accuracy":
-            scores, classes = self.outputs.get("scores"), self.outputs.get("classes")
+            scores, classes = self.outputs.scores, self.outputs.classes
             if scores is None or classes is None:
                 raise ValueError("the outputs give no scores and classes (outputs.scores, outputs.classes)")
             where = np.asarray(self.kept)[self.joined.pred_rows[rows]]

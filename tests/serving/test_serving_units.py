@@ -80,6 +80,23 @@ def test_openai_chat_stream_and_embeddings() -> None:
     assert (answer.predictions, answer.extra) == ([2, 2], {"embedding_norm": [5.0, 2.0]})
 
 
+@pytest.mark.parametrize("event", [b'{"choices":["x"]}', b'{"choices":[{"delta":[1]}]}', b'{"choices":[7]}',
+                                   b'{"choices":[]}', b'[1]', b'{"choices":{"0":1}}', b'nope'])
+def test_a_streamed_event_of_another_shape_is_a_value_error_never_a_traceback(event: bytes) -> None:
+    chat = OpenAICompatible(Serving("openai", "tiny", "1", endpoint="http://x", options={"stream": True}))
+    (req,) = chat.prepare([Sample(1, None, text="hi")], 4)
+    with pytest.raises(ValueError):
+        chat.parse(req, b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: ' + event + b"\n\ndata: [DONE]\n")
+
+
+@pytest.mark.parametrize("shape", ["5", "[null]", '["x"]', "[]", '{"a": 1}'])
+def test_an_oip_output_shape_of_another_type_is_a_value_error_never_a_traceback(shape: str) -> None:
+    proto = OpenInferenceProtocol(Serving("oip", "digits", "2.0.0", endpoint="http://x"))
+    (req,) = proto.prepare([Sample(0, 0, (1.0, 2.0)), Sample(1, 1, (1.0, 2.0))], 2)
+    with pytest.raises(ValueError):
+        proto.parse(req, b'{"outputs":[{"name":"p","shape":' + shape.encode() + b',"data":[1, 2]}]}')
+
+
 LEVELS = {"service": {"levels": [
     {"concurrency": 1, "requests": 10, "errors": 0, "error_rate": 0.0, "requests_per_s": 50.0,
      "samples_per_s": 50.0, "latencies_ms": [10.0, 12.0, 11.0, 30.0]},
