@@ -97,15 +97,14 @@ class RequestData(TypedDict):
 class PlacedData(TypedDict):
     """``scheduling.placed`` as its one writer writes it (:mod:`pytest_hetero.backends.kubernetes.placement`, every
     field since it recorded times): the pod, its node, the seconds waited, the PodScheduled condition's time
-    ``decided_at`` (ISO, None when absent) and ``observed_epoch_s`` when the bind was watched (None when not);
-    ``admitted_at`` a Kueue admission (a Kueue admission is recorded as ``scheduling.queue``)."""
+    ``decided_at`` (ISO, None when absent) and ``observed_epoch_s`` when the bind was watched (None when not). A
+    Kueue admission is a record of its own (``scheduling.queue``, :class:`QueueAdmissionData`)."""
 
     pod: str
     node: str
     waited_s: float
     decided_at: str | None
     observed_epoch_s: float | None
-    admitted_at: NotRequired[str | float | None]
 
 
 class SubmittedData(TypedDict):
