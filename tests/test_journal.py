@@ -59,6 +59,20 @@ def test_lines_are_numbered_and_authenticated_and_a_foreign_line_is_rejected(tmp
     assert "the run was unsigned" in unauthenticated.why_not
 
 
+@pytest.mark.parametrize("member", ["xy", 5, ["key"], 0, None])
+def test_a_run_line_whose_journal_member_is_no_object_is_read_unauthenticated_never_a_traceback(
+        tmp_path: Path, member: object) -> None:
+    """A hand-made run line whose ``journal`` member (how the key was made) is not an object states no key, as a run
+    line without one (written before authentication): read unauthenticated. A string or number there raised
+    ValueError/TypeError out of ``hetero report --from-journal`` (``dict(member)``)."""
+    path = tmp_path / "journal.jsonl"
+    path.write_text(json.dumps({"type": "run", "id": "r1", "journal": member}) + "\n"
+                    + json.dumps({"type": "end", "at": "2026-12-04T16:00:00Z", "exit_status": 0,
+                                  "interrupted": False}) + "\n")
+    read = read_lines(path)
+    assert (read.key, read.authenticated, read.origin.stated, len(read.entries)) == ({}, False, False, 2)
+
+
 def test_a_derived_key_is_the_same_for_the_run_and_for_a_recovery_holding_the_run_key() -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 

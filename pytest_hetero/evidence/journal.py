@@ -425,7 +425,7 @@ def _start(out: JournalRead, first: dict[str, Any], key: JournalKey | None, reco
     out.origin = KeyOrigin.of(first)
     check, out.why_not = key_for(out.origin, key, recover)
     out.authenticated = check is not None
-    out.key = dict(first.get("journal") or {})
+    out.key = dict(first["journal"]) if out.origin.stated else {}  # stated: the line has a journal object
     return check
 
 
