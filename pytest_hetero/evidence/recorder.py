@@ -535,7 +535,7 @@ class _Spooler:
             return entry
         if entry["type"] != "item":
             return entry
-        evidence = entry["evidence"]
+        evidence: ItemDict = entry["evidence"]  # entry_problem checked its fields (EVIDENCE_FIELDS, RESULT_FIELDS)
         spooled, text = self.spool.add(evidence)
         rest = {k: v for k, v in entry.items() if k not in ("evidence", "seq")}
         if rest != _ITEM_LINE:
@@ -547,8 +547,8 @@ class _Spooler:
             self._seqs.append(_NO_SEQ)
             self._odd_seqs[spooled] = seq
         self._digests += hashlib.sha256(json.dumps(rest, sort_keys=True).encode() + b"\0" + text).digest()
-        for stated in (evidence.get("started_at"), evidence.get("finished_at")):
-            if isinstance(stated, str) and stated and (self.latest is None or stated > self.latest):
+        for stated in (evidence["started_at"], evidence["finished_at"]):
+            if stated and (self.latest is None or stated > self.latest):
                 self.latest = stated
         return _ITEM_LINE
 
@@ -652,8 +652,8 @@ def _last_time(entries: list[JournalLine], items_latest: str | None = None) -> s
         elif e["type"] == "end":
             times.append(e["at"])
         elif e["type"] == "item" and "evidence" in e:
-            evidence = e["evidence"]
-            times += [t for t in (evidence.get("started_at"), evidence.get("finished_at")) if isinstance(t, str) and t]
+            evidence = e["evidence"]  # its result fields checked (entry_problem): started_at, finished_at strings
+            times += [t for t in (evidence["started_at"], evidence["finished_at"]) if t]
     return max(times, default=None)
 
 
