@@ -439,13 +439,13 @@ def _reported(data: dict[str, Any]) -> WorkloadFacts:
     return cast("WorkloadFacts", data)
 
 
-def _records(item: ItemDict | dict[str, Any]) -> list[tuple[RecordDict | dict[str, Any], int]]:
-    """(record, attempt) of every record of ``item`` and of its earlier attempts (a rerun plugin's;
-    attempt ≥ 1 numbers those, 0 is the final attempt); a record that is not a JSON object is left out."""
+def _records(item: ItemDict | dict[str, Any], earlier: Any) -> list[tuple[RecordDict | dict[str, Any], int]]:
+    """(record, attempt) of every record of ``item`` and of its ``earlier`` attempts (its ``attempts``: a rerun
+    plugin's; attempt ≥ 1 numbers those, 0 is the final attempt); a record that is not a JSON object is left out."""
     out = [(r, 0) for r in item.get("records") or [] if isinstance(r, dict)]
-    for n, earlier in enumerate(item.get("attempts") or [], 1):
-        if isinstance(earlier, dict):
-            out += [(r, n) for r in earlier.get("records") or [] if isinstance(r, dict)]
+    for n, attempt in enumerate(earlier, 1):
+        if isinstance(attempt, dict):
+            out += [(r, n) for r in attempt.get("records") or [] if isinstance(r, dict)]
     return out
 
 
@@ -485,8 +485,9 @@ def _ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | N
     gov = _Governance()
     latest = ""  # ISO 8601 UTC strings of one format compare as times: parsed once, at the end
     for item in items:
-        reruns += len(item.get("attempts") or [])
-        for rec, attempt in _records(item):
+        earlier = item.get("attempts") or []
+        reruns += len(earlier)
+        for rec, attempt in _records(item, earlier):
             kind, data = rec.get("kind"), rec.get("data")
             if kind == RECORD and isinstance(data, dict):
                 at = str(rec.get("at") or "")
