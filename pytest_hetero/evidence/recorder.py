@@ -154,6 +154,12 @@ JournalLine = RunLine | MatrixLine | ItemLine | DeselectedLine | CollectErrorLin
 _Line = TypeVar("_Line", RunLine, EndLine, MatrixLine, ItemLine)
 
 
+def target_key(fingerprint: Mapping[str, object]) -> str:
+    """What tells one target from another (``backend|identity``): the recorder journals a fingerprint again only
+    when it differs from the last one of its key, and assembly keeps the last one of each key."""
+    return f"{fingerprint.get('backend')}|{fingerprint.get('identity')}"
+
+
 class RunCollision(BundleError):
     """The run folder belongs to another run with the same run id (running, finished or crashed)."""
 
@@ -362,7 +368,7 @@ class Recorder:
     def target(self, fingerprint: dict[str, Any]) -> None:
         """Append a backend's target fingerprint (backend, host/cluster, nodes, versions, images)
         when it differs from the last one journaled for the same backend and identity."""
-        key = f"{fingerprint.get('backend')}|{fingerprint.get('identity')}"
+        key = target_key(fingerprint)
         text = json.dumps(fingerprint, sort_keys=True, default=str)
         if self._targets.get(key) == text:
             return
@@ -716,7 +722,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     for line in entries:
         if line["type"] == "target":
             fingerprint = line["fingerprint"]
-            latest[f"{fingerprint.get('backend')}|{fingerprint.get('identity')}"] = fingerprint
+            latest[target_key(fingerprint)] = fingerprint
     fingerprints = list(latest.values())
     leftovers: list[LeftoverDict] = [{"backend": e["backend"], **x} for e in entries if e["type"] == "cleanup"
                                      for x in e["leftovers"]]
