@@ -142,6 +142,27 @@ def test_a_journaled_item_lacking_or_mistyping_a_result_field_is_refused_naming_
     assert refused.value.location.line == 3
 
 
+@pytest.mark.parametrize("record", ["x", {"at": "t", "data": {}}, {"kind": "usage.workload", "at": "t", "data": "y"},
+                                    {"kind": "k", "data": {}}, {"kind": 1, "at": "t", "data": {}}])
+def test_a_journaled_item_with_a_record_that_is_no_record_is_refused_naming_it(tmp_path: Path, record: object) -> None:
+    """An edited journal's item whose record is not ``{kind, at, data}`` is refused with its line and field, as the
+    typed loader refuses the item; ``hetero report --from-journal`` raised TypeError (a record that is a string) or
+    KeyError (one without ``kind``) out of assembly, or wrote a bundle its own verify then refused."""
+    bad = {**_item(1), "records": [{"kind": "k", "at": "t", "data": {}}, record]}
+    problem = "item entry field 'evidence.records[1]' is not a record {kind: string, at: string, data: object}"
+    assert recorder_module.entry_problem({"type": "item", "evidence": bad}) == problem
+    with pytest.raises(DocumentError, match=r"items\[0\]\.records\[1\]: is not a record"):
+        check_item(bad, "items[0]")  # the loader's judgement, the same
+    rec = Recorder(tmp_path / "r1", {"id": "r1"})
+    rec.item(_item(0))
+    rec.item(bad)
+    rec.end(0, False)
+    with pytest.raises(BundleError) as refused:
+        assemble(tmp_path / "r1", key=rec.key)
+    assert refused.value.message == f"journal line is not a pytest-hetero entry: {problem}"
+    assert refused.value.location.line == 3
+
+
 _ODD_VALUES: list[object] = [KeyError, None, "x", 1, 1.5, True, [], {}, {"layer": "model", "category": "c",
                                                                       "message": "m", "owner": "o"}]
 

@@ -467,7 +467,8 @@ def entry_problem(entry: Any) -> str:
         if not isinstance(obj[name], typ) or (typ is int and isinstance(obj[name], bool)):
             return f"{kind} entry field '{where}{name}' is a {type(obj[name]).__name__}"
     if kind == "item":
-        return _vocabulary_problem(entry["evidence"]) or _result_problem(entry["evidence"])
+        evidence = entry["evidence"]
+        return _vocabulary_problem(evidence) or _result_problem(evidence) or _records_problem(evidence["records"])
     if kind == "run":  # the loader's run field types (a field the line lacks becomes None when assembled)
         for name, types in RUN_FIELD_TYPES:
             if name in entry and name in RUN_START_FIELDS and type(entry[name]) not in types:
@@ -485,6 +486,17 @@ def _result_problem(evidence: dict[str, Any]) -> str:
     return ""
 
 
+def _records_problem(records: list[Any]) -> str:
+    """Why one of an item's ``records`` (a list) is not a record ``{kind: string, at: string, data: object}``, as the
+    typed loader (:func:`pytest_hetero.evidence.document.check_item`) judges it; empty when each is one."""
+    for n, record in enumerate(records):
+        if (type(record) is not dict or type(record.get("kind")) is not str
+                or type(record.get("at")) is not str or type(record.get("data")) is not dict):
+            return (f"item entry field 'evidence.records[{n}]' is not a record "
+                    "{kind: string, at: string, data: object}")
+    return ""
+
+
 def _vocabulary_problem(evidence: dict[str, Any]) -> str:
     """Why an item's ``status`` or ``layer`` (strings) is not one of :mod:`pytest_hetero.vocab`'s, the words
     the typed loader (:func:`pytest_hetero.evidence.document.as_document`) accepts; empty when both are."""
@@ -499,10 +511,12 @@ def _vocabulary_problem(evidence: dict[str, Any]) -> str:
 
 def _good_item(ev: Any) -> bool:
     """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int), the
-    status and layer are the vocabulary's, and the RESULT_FIELDS are present with their types."""
+    status and layer are the vocabulary's, the RESULT_FIELDS are present with their types, and every record is
+    one (:func:`_records_problem`)."""
     return (type(ev) is dict and all(type(ev.get(name)) is typ for name, typ in ITEM_FIELDS)
             and ev["layer"] in LAYERS and ev["status"] in STATUSES
-            and all(name in ev and type(ev[name]) in types for name, types in RESULT_FIELDS.items()))
+            and all(name in ev and type(ev[name]) in types for name, types in RESULT_FIELDS.items())
+            and not _records_problem(ev["records"]))
 
 
 _ITEM_LINE: dict[str, Any] = {"type": "item"}
