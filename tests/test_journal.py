@@ -163,6 +163,20 @@ def test_a_journaled_item_with_a_record_that_is_no_record_is_refused_naming_it(t
     assert refused.value.location.line == 3
 
 
+def test_an_artifact_that_is_no_object_is_a_named_problem_of_the_finish_never_a_traceback(tmp_path: Path) -> None:
+    """An edited journal's item listing an artifact that is not an object assembled, then raised AttributeError out
+    of the finish (``recorded``: ``art.get``); it is an unsafe-path problem like an artifact without a path."""
+    from pytest_hetero.bundle.finish import recorded
+
+    rec = Recorder(tmp_path / "r1", {"id": "r1"})
+    rec.item({**_item(0), "artifacts": ["x", {"path": "../up", "sha256": "0" * 64, "size": 1}]})
+    rec.end(0, False)
+    files, problems = recorded(assemble(tmp_path / "r1", key=rec.key), None, tmp_path / "r1")
+    assert files == {}
+    assert [(p.path, p.kind) for p in problems] == [("x", "unsafe"), ("../up", "unsafe")]
+    assert "is not an object {path, sha256, size}" in problems[0].detail
+
+
 _ODD_VALUES: list[object] = [KeyError, None, "x", 1, 1.5, True, [], {}, {"layer": "model", "category": "c",
                                                                       "message": "m", "owner": "o"}]
 

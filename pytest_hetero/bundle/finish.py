@@ -257,8 +257,8 @@ def recorded(evidence: EvidenceDocument, inputs: RunInputs | None, bundle: Path)
                                                                                        list[Problem]]:
     """Bundle path → (sha256, size) of every file the gate wrote: the finish's own (``inputs.written``)
     and every artifact an item's evidence lists (its earlier attempts' too). Two items recording one path
-    differently are settled by the file (the record matching it wins); unsafe paths are problems, never
-    listed."""
+    differently are settled by the file (the record matching it wins); unsafe paths, and artifacts that are not
+    objects (an edited journal's), are problems, never listed."""
     out: dict[str, tuple[str, int]] = {}
     problems: list[Problem] = []
     clashes: dict[str, set[tuple[str, int]]] = {}
@@ -267,6 +267,10 @@ def recorded(evidence: EvidenceDocument, inputs: RunInputs | None, bundle: Path)
         arts = [a for attempt in [item, *(item.get("attempts") or [])] if isinstance(attempt, dict)
                 for a in attempt.get("artifacts") or []]
         for art in arts:
+            if not isinstance(art, dict):  # an edited journal's: no path to list or set aside
+                problems.append(Problem(str(art)[:200], "unsafe", f"artifact of {item['nodeid']} is not an object "
+                                                                  "{path, sha256, size}"))
+                continue
             rel, digest, size = str(art.get("path")), str(art.get("sha256")), art.get("size")
             if not _safe(rel) or rel in SIGNATURE_FILES or not isinstance(size, int):
                 problems.append(Problem(rel, "unsafe", f"artifact of {item['nodeid']} has an unsafe path or no size"))
