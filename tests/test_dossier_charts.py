@@ -10,7 +10,7 @@ from typing_extensions import Unpack
 
 from pytest_hetero.evidence.queue_times import queue_times
 from pytest_hetero.evidence.records import UsageData, UsageSeries
-from pytest_hetero.evidence.usage import Workload, WorkloadFacts
+from pytest_hetero.evidence.usage import Facts, Workload, WorkloadFacts
 from pytest_hetero.reporting.dossier_charts import HEIGHT, LEFT, TOP, Chart, queue_charts, usage_charts
 from pytest_hetero.reporting.dossier_text import Text
 
@@ -58,7 +58,7 @@ def test_the_queue_picture_draws_the_ledgers_percentiles_per_pool() -> None:
     computed), per pool: 30 GPU workloads waiting 1..30 s and starting in 2 s; one CPU workload placed within the
     second of its submission (0, the lower bound) that never started (its start span unknown, never 0)."""
     def workload(nodeid: str, **facts: Unpack[WorkloadFacts]) -> Workload:
-        return Workload(facts, nodeid, 0, "", nodeid)
+        return Workload(Facts.of(facts), nodeid, 0, nodeid)
 
     workloads = {f"g{k}": workload(f"m.yaml::gpu::img::scheduling#{k}", submitted=1000.0, placed=1000.0 + k,
                                    started=1002.0 + k) for k in range(1, 31)}

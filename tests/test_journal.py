@@ -59,6 +59,20 @@ def test_lines_are_numbered_and_authenticated_and_a_foreign_line_is_rejected(tmp
     assert "the run was unsigned" in unauthenticated.why_not
 
 
+@pytest.mark.parametrize("member", ["xy", 5, ["key"], 0, None])
+def test_a_run_line_whose_journal_member_is_no_object_is_read_unauthenticated_never_a_traceback(
+        tmp_path: Path, member: object) -> None:
+    """A hand-made run line whose ``journal`` member (how the key was made) is not an object states no key, as a run
+    line without one (written before authentication): read unauthenticated. A string or number there raised
+    ValueError/TypeError out of ``hetero report --from-journal`` (``dict(member)``)."""
+    path = tmp_path / "journal.jsonl"
+    path.write_text(json.dumps({"type": "run", "id": "r1", "journal": member}) + "\n"
+                    + json.dumps({"type": "end", "at": "2026-12-04T16:00:00Z", "exit_status": 0,
+                                  "interrupted": False}) + "\n")
+    read = read_lines(path)
+    assert (read.key, read.authenticated, read.origin.stated, len(read.entries)) == ({}, False, False, 2)
+
+
 def test_a_derived_key_is_the_same_for_the_run_and_for_a_recovery_holding_the_run_key() -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -126,6 +140,41 @@ def test_a_journaled_item_lacking_or_mistyping_a_result_field_is_refused_naming_
         assemble(tmp_path / "r1", key=rec.key)
     assert refused.value.message == f"journal line is not a pytest-hetero entry: {problem}"
     assert refused.value.location.line == 3
+
+
+@pytest.mark.parametrize("record", ["x", {"at": "t", "data": {}}, {"kind": "usage.workload", "at": "t", "data": "y"},
+                                    {"kind": "k", "data": {}}, {"kind": 1, "at": "t", "data": {}}])
+def test_a_journaled_item_with_a_record_that_is_no_record_is_refused_naming_it(tmp_path: Path, record: object) -> None:
+    """An edited journal's item whose record is not ``{kind, at, data}`` is refused with its line and field, as the
+    typed loader refuses the item; ``hetero report --from-journal`` raised TypeError (a record that is a string) or
+    KeyError (one without ``kind``) out of assembly, or wrote a bundle its own verify then refused."""
+    bad = {**_item(1), "records": [{"kind": "k", "at": "t", "data": {}}, record]}
+    problem = "item entry field 'evidence.records[1]' is not a record {kind: string, at: string, data: object}"
+    assert recorder_module.entry_problem({"type": "item", "evidence": bad}) == problem
+    with pytest.raises(DocumentError, match=r"items\[0\]\.records\[1\]: is not a record"):
+        check_item(bad, "items[0]")  # the loader's judgement, the same
+    rec = Recorder(tmp_path / "r1", {"id": "r1"})
+    rec.item(_item(0))
+    rec.item(bad)
+    rec.end(0, False)
+    with pytest.raises(BundleError) as refused:
+        assemble(tmp_path / "r1", key=rec.key)
+    assert refused.value.message == f"journal line is not a pytest-hetero entry: {problem}"
+    assert refused.value.location.line == 3
+
+
+def test_an_artifact_that_is_no_object_is_a_named_problem_of_the_finish_never_a_traceback(tmp_path: Path) -> None:
+    """An edited journal's item listing an artifact that is not an object assembled, then raised AttributeError out
+    of the finish (``recorded``: ``art.get``); it is an unsafe-path problem like an artifact without a path."""
+    from pytest_hetero.bundle.finish import recorded
+
+    rec = Recorder(tmp_path / "r1", {"id": "r1"})
+    rec.item({**_item(0), "artifacts": ["x", {"path": "../up", "sha256": "0" * 64, "size": 1}]})
+    rec.end(0, False)
+    files, problems = recorded(assemble(tmp_path / "r1", key=rec.key), None, tmp_path / "r1")
+    assert files == {}
+    assert [(p.path, p.kind) for p in problems] == [("x", "unsafe"), ("../up", "unsafe")]
+    assert "is not an object {path, sha256, size}" in problems[0].detail
 
 
 _ODD_VALUES: list[object] = [KeyError, None, "x", 1, 1.5, True, [], {}, {"layer": "model", "category": "c",

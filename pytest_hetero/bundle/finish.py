@@ -49,7 +49,7 @@ from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
     from pytest_hetero.bundle.intoto import UnrecordedFile
-    from pytest_hetero.evidence.document import EvidenceDocument, TornLine
+    from pytest_hetero.evidence.document import EvidenceDocument, JournalSection, TornLine
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.settings import Settings
     from pytest_hetero.vocab import Status
@@ -257,8 +257,8 @@ def recorded(evidence: EvidenceDocument, inputs: RunInputs | None, bundle: Path)
                                                                                        list[Problem]]:
     """Bundle path → (sha256, size) of every file the gate wrote: the finish's own (``inputs.written``)
     and every artifact an item's evidence lists (its earlier attempts' too). Two items recording one path
-    differently are settled by the file (the record matching it wins); unsafe paths are problems, never
-    listed."""
+    differently are settled by the file (the record matching it wins); unsafe paths, and artifacts that are not
+    objects (an edited journal's), are problems, never listed."""
     out: dict[str, tuple[str, int]] = {}
     problems: list[Problem] = []
     clashes: dict[str, set[tuple[str, int]]] = {}
@@ -267,6 +267,10 @@ def recorded(evidence: EvidenceDocument, inputs: RunInputs | None, bundle: Path)
         arts = [a for attempt in [item, *(item.get("attempts") or [])] if isinstance(attempt, dict)
                 for a in attempt.get("artifacts") or []]
         for art in arts:
+            if not isinstance(art, dict):  # an edited journal's: no path to list or set aside
+                problems.append(Problem(str(art)[:200], "unsafe", f"artifact of {item['nodeid']} is not an object "
+                                                                  "{path, sha256, size}"))
+                continue
             rel, digest, size = str(art.get("path")), str(art.get("sha256")), art.get("size")
             if not _safe(rel) or rel in SIGNATURE_FILES or not isinstance(size, int):
                 problems.append(Problem(rel, "unsafe", f"artifact of {item['nodeid']} has an unsafe path or no size"))
@@ -354,12 +358,12 @@ def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path |
     if missing:
         sys.stderr.write(f"pytest-hetero: {len(missing)} artifact(s) the evidence lists are not in the bundle "
                          f"(named in the statement), e.g. {missing[0]}\n")
-    interrupted = interrupted_summary(evidence, aside)
+    interrupted = interrupted_summary(torn, aside)
     if interrupted:
         sys.stderr.write(f"pytest-hetero: {interrupted}\n")
     if refused is not None:
         raise refused
-    tampered = tamper_summary(evidence, aside)
+    tampered = tamper_summary(journal, aside)
     if tampered:
         raise TamperDetected(tampered, Location(str(bundle_dir)),
                              f"what was kept out is listed in the signed statement; set-aside files are in "
@@ -377,11 +381,10 @@ def _interrupted(problem: Problem, torn: TornLine | None) -> str:
     return problem.kind
 
 
-def interrupted_summary(evidence: EvidenceDocument, aside: list[UnrecordedFile]) -> str:
-    """One line saying the run was cut off mid-write and what was lost (empty when the journal is whole):
-    the torn line, the item whose result it held, and the artifacts it had written, kept out of the bundle."""
-    journal = evidence.get("journal")
-    torn = journal.get("torn") if journal else None
+def interrupted_summary(torn: TornLine | None, aside: list[UnrecordedFile]) -> str:
+    """One line saying the run was cut off mid-write and what was lost (empty when the journal is whole, ``torn``
+    None: the evidence's ``journal.torn``): the torn line, the item whose result it held, and the artifacts it had
+    written, kept out of the bundle."""
     if not torn:
         return ""
     files = [a["path"] for a in aside if a["kind"] == "interrupted"]
@@ -393,10 +396,10 @@ def interrupted_summary(evidence: EvidenceDocument, aside: list[UnrecordedFile])
             f"{torn['bytes']} bytes without an end; {what}{kept}")
 
 
-def tamper_summary(evidence: EvidenceDocument, aside: list[UnrecordedFile]) -> str:
-    """One line naming what was kept out of the bundle (empty when nothing was). Files an interrupted run
+def tamper_summary(journal: JournalSection | None, aside: list[UnrecordedFile]) -> str:
+    """One line naming what was kept out of the bundle (empty when nothing was): the journal lines ``journal`` (the
+    evidence's section; None: a bundle without one) rejected and the files set aside. Files an interrupted run
     left (see :func:`interrupted_summary`) are not tampering and are not named here."""
-    journal = evidence.get("journal")
     rejected = journal["rejected"] if journal else []
     aside = [a for a in aside if a["kind"] not in ("missing", "interrupted")]  # gone or cut off is not planted
     parts = []

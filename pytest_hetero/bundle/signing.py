@@ -197,10 +197,10 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
     run = evidence["run"]
     cleanup = evidence.get("cleanup")
     leftovers = cleanup["leftovers"] if cleanup else []
-    # blocked_by: the typed loader accepts an entry written without it (as_document)
+    # blocked_by: every entry untested_scope writes has it; the typed loader gives one written without it None
     scope: PredicateUntested = {
         "items": [{"nodeid": e["nodeid"], "layer": e["layer"], "keys": e["keys"], "status": e["status"],
-                   "reason": e["reason"], "blocked_by": e.get("blocked_by")} for e in untested["items"]],
+                   "reason": e["reason"], "blocked_by": e["blocked_by"]} for e in untested["items"]],
         "never_covered": untested["never_covered"], "by_status": by_status,
         "not_proven": untested["not_proven"]}
     if untested.get("nodes"):

@@ -367,7 +367,8 @@ def _accepted(out: JournalRead, raw: bytes, number: int, check: list[JournalKey 
     # with a key, a line's verified MAC stands for what it says (equal bodies, equal MACs); without, its sha256
     said: bytes | str = mac if check[0] is not None and mac and body else \
         hashlib.sha256(body or raw.rstrip(b"\r\n")).digest()
-    problem = _line_problem(entry, said, mac, check[0], seen, body) or (
+    seq = entry.get("seq")
+    problem = _line_problem(seq, said, mac, check[0], seen, body) or (
         "no MAC although every line of this journal carries one: not written by the gate"
         if out.key and not mac else "")
     if problem.startswith("conflict"):
@@ -377,7 +378,6 @@ def _accepted(out: JournalRead, raw: bytes, number: int, check: list[JournalKey 
     if problem:
         out.rejected.append((number, problem))
         return None
-    seq = entry.get("seq")
     if isinstance(seq, int):
         seen[seq] = said
     return entry
@@ -425,7 +425,7 @@ def _start(out: JournalRead, first: dict[str, Any], key: JournalKey | None, reco
     out.origin = KeyOrigin.of(first)
     check, out.why_not = key_for(out.origin, key, recover)
     out.authenticated = check is not None
-    out.key = dict(first.get("journal") or {})
+    out.key = dict(first["journal"]) if out.origin.stated else {}  # stated: the line has a journal object
     return check
 
 
@@ -434,15 +434,15 @@ def _missing(seen: dict[int, bytes | str]) -> list[int]:
     return [n for n in range(max(seen)) if n not in seen] if seen else []
 
 
-def _line_problem(entry: dict[str, Any], said: bytes | str, mac: str, check: JournalKey | None,
+def _line_problem(seq: object, said: bytes | str, mac: str, check: JournalKey | None,
                   seen: dict[int, bytes | str], body: bytes) -> str:
-    """Why a parsed line is rejected (empty: accepted); ``said`` stands for what it says (see :func:`_read`)."""
+    """Why a parsed line (its ``seq`` as written) is rejected (empty: accepted); ``said`` stands for what it says
+    (see :func:`_read`)."""
     if check is not None:
         if not mac:
             return "no MAC: not written by the gate"
         if not hmac.compare_digest(check.mac(body), mac):
             return "MAC does not verify: not written by the gate (or altered)"
-    seq = entry.get("seq")
     if isinstance(seq, int) and seq in seen:
         if seen[seq] == said:
             return f"a repeat of line seq {seq}"

@@ -24,20 +24,24 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from pytest_hetero.evidence.usage import epoch
-
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
 
-    from pytest_hetero.evidence.usage import Workload
+    from pytest_hetero.evidence.usage import Times, Workload
 
 RESOLUTION_S = 1.0
 """The coarsest time resolution of the facts (Kubernetes ``metav1.Time``: whole seconds, truncated)."""
 Span = Literal["wait_s", "start_s", "run_s"]
 """A span's name: how long a workload waited for a node, took to start, ran."""
-SPANS: dict[Span, tuple[str, str]] = {
-    "wait_s": ("submitted", "placed"), "start_s": ("placed", "started"), "run_s": ("started", "ended")}
-"""Span name → (from, to) usage facts."""
+SPANS: tuple[Span, ...] = ("wait_s", "start_s", "run_s")
+"""The spans, in the order a pool lists them (:func:`spans_of` says what each is from and to)."""
+
+
+def spans_of(times: Times) -> dict[Span, tuple[float | None, float | None]]:
+    """Each span's (from, to) epoch times of a workload's ``times``: wait = submitted → placed, start = placed →
+    started, run = started → ended (None: not known)."""
+    return {"wait_s": (times.submitted, times.placed), "start_s": (times.placed, times.started),
+            "run_s": (times.started, times.ended)}
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -92,15 +96,14 @@ def queue_times(workloads: dict[str, Workload]) -> QueueSection:
     pools: dict[str, PoolQueue] = {}
     for workload in workloads.values():
         w = workload.facts
-        if w.get("object") == "exec":
+        if w.object == "exec":
             continue
         pool = pool_of(workload.nodeid)
         entry = pools.setdefault(pool, {"workloads": 0, "simulated": 0, "unknown": dict.fromkeys(SPANS, 0)})
         entry["workloads"] += 1
-        entry["simulated"] += bool(w.get("simulated"))
+        entry["simulated"] += w.simulated
         per = spans.setdefault(pool, {name: [] for name in SPANS})
-        for name, (start, end) in SPANS.items():
-            a, b = epoch(w.get(start)), epoch(w.get(end))
+        for name, (a, b) in spans_of(w.times).items():
             if a is None or b is None or b < a - RESOLUTION_S:
                 entry["unknown"][name] += 1
             else:

@@ -154,6 +154,12 @@ JournalLine = RunLine | MatrixLine | ItemLine | DeselectedLine | CollectErrorLin
 _Line = TypeVar("_Line", RunLine, EndLine, MatrixLine, ItemLine)
 
 
+def target_key(fingerprint: Mapping[str, object]) -> str:
+    """What tells one target from another (``backend|identity``): the recorder journals a fingerprint again only
+    when it differs from the last one of its key, and assembly keeps the last one of each key."""
+    return f"{fingerprint.get('backend')}|{fingerprint.get('identity')}"
+
+
 class RunCollision(BundleError):
     """The run folder belongs to another run with the same run id (running, finished or crashed)."""
 
@@ -362,7 +368,7 @@ class Recorder:
     def target(self, fingerprint: dict[str, Any]) -> None:
         """Append a backend's target fingerprint (backend, host/cluster, nodes, versions, images)
         when it differs from the last one journaled for the same backend and identity."""
-        key = f"{fingerprint.get('backend')}|{fingerprint.get('identity')}"
+        key = target_key(fingerprint)
         text = json.dumps(fingerprint, sort_keys=True, default=str)
         if self._targets.get(key) == text:
             return
@@ -461,7 +467,8 @@ def entry_problem(entry: Any) -> str:
         if not isinstance(obj[name], typ) or (typ is int and isinstance(obj[name], bool)):
             return f"{kind} entry field '{where}{name}' is a {type(obj[name]).__name__}"
     if kind == "item":
-        return _vocabulary_problem(entry["evidence"]) or _result_problem(entry["evidence"])
+        evidence = entry["evidence"]
+        return _vocabulary_problem(evidence) or _result_problem(evidence) or _records_problem(evidence["records"])
     if kind == "run":  # the loader's run field types (a field the line lacks becomes None when assembled)
         for name, types in RUN_FIELD_TYPES:
             if name in entry and name in RUN_START_FIELDS and type(entry[name]) not in types:
@@ -479,6 +486,17 @@ def _result_problem(evidence: dict[str, Any]) -> str:
     return ""
 
 
+def _records_problem(records: list[Any]) -> str:
+    """Why one of an item's ``records`` (a list) is not a record ``{kind: string, at: string, data: object}``, as the
+    typed loader (:func:`pytest_hetero.evidence.document.check_item`) judges it; empty when each is one."""
+    for n, record in enumerate(records):
+        if (type(record) is not dict or type(record.get("kind")) is not str
+                or type(record.get("at")) is not str or type(record.get("data")) is not dict):
+            return (f"item entry field 'evidence.records[{n}]' is not a record "
+                    "{kind: string, at: string, data: object}")
+    return ""
+
+
 def _vocabulary_problem(evidence: dict[str, Any]) -> str:
     """Why an item's ``status`` or ``layer`` (strings) is not one of :mod:`pytest_hetero.vocab`'s, the words
     the typed loader (:func:`pytest_hetero.evidence.document.as_document`) accepts; empty when both are."""
@@ -493,10 +511,12 @@ def _vocabulary_problem(evidence: dict[str, Any]) -> str:
 
 def _good_item(ev: Any) -> bool:
     """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int), the
-    status and layer are the vocabulary's, and the RESULT_FIELDS are present with their types."""
+    status and layer are the vocabulary's, the RESULT_FIELDS are present with their types, and every record is
+    one (:func:`_records_problem`)."""
     return (type(ev) is dict and all(type(ev.get(name)) is typ for name, typ in ITEM_FIELDS)
             and ev["layer"] in LAYERS and ev["status"] in STATUSES
-            and all(name in ev and type(ev[name]) in types for name, types in RESULT_FIELDS.items()))
+            and all(name in ev and type(ev[name]) in types for name, types in RESULT_FIELDS.items())
+            and not _records_problem(ev["records"]))
 
 
 _ITEM_LINE: dict[str, Any] = {"type": "item"}
@@ -535,7 +555,7 @@ class _Spooler:
             return entry
         if entry["type"] != "item":
             return entry
-        evidence = entry["evidence"]
+        evidence: ItemDict = entry["evidence"]  # entry_problem checked its fields (EVIDENCE_FIELDS, RESULT_FIELDS)
         spooled, text = self.spool.add(evidence)
         rest = {k: v for k, v in entry.items() if k not in ("evidence", "seq")}
         if rest != _ITEM_LINE:
@@ -547,8 +567,8 @@ class _Spooler:
             self._seqs.append(_NO_SEQ)
             self._odd_seqs[spooled] = seq
         self._digests += hashlib.sha256(json.dumps(rest, sort_keys=True).encode() + b"\0" + text).digest()
-        for stated in (evidence.get("started_at"), evidence.get("finished_at")):
-            if isinstance(stated, str) and stated and (self.latest is None or stated > self.latest):
+        for stated in (evidence["started_at"], evidence["finished_at"]):
+            if stated and (self.latest is None or stated > self.latest):
                 self.latest = stated
         return _ITEM_LINE
 
@@ -652,8 +672,8 @@ def _last_time(entries: list[JournalLine], items_latest: str | None = None) -> s
         elif e["type"] == "end":
             times.append(e["at"])
         elif e["type"] == "item" and "evidence" in e:
-            evidence = e["evidence"]
-            times += [t for t in (evidence.get("started_at"), evidence.get("finished_at")) if isinstance(t, str) and t]
+            evidence = e["evidence"]  # its result fields checked (entry_problem): started_at, finished_at strings
+            times += [t for t in (evidence["started_at"], evidence["finished_at"]) if t]
     return max(times, default=None)
 
 
@@ -716,7 +736,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     for line in entries:
         if line["type"] == "target":
             fingerprint = line["fingerprint"]
-            latest[f"{fingerprint.get('backend')}|{fingerprint.get('identity')}"] = fingerprint
+            latest[target_key(fingerprint)] = fingerprint
     fingerprints = list(latest.values())
     leftovers: list[LeftoverDict] = [{"backend": e["backend"], **x} for e in entries if e["type"] == "cleanup"
                                      for x in e["leftovers"]]

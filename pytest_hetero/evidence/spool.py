@@ -47,8 +47,9 @@ class ItemSpool(Sequence["ItemDict"]):
         self._nodeids: list[str] = []
 
     def add(self, item: ItemDict | dict[str, Any]) -> tuple[int, bytes]:
-        """Append ``item``; return its number (0, 1, … in the order added) and its JSON text (ASCII bytes). An
-        item holding a NaN or ±Infinity is kept (evidence.json refuses it when written: :meth:`lines`)."""
+        """Append ``item`` (an item the journal's line check accepted: its ``nodeid`` a string); return its number
+        (0, 1, … in the order added) and its JSON text (ASCII bytes). An item holding a NaN or ±Infinity is kept
+        (evidence.json refuses it when written: :meth:`lines`)."""
         try:
             text = encode_item(item)
         except ValueError:  # a NaN or ±Infinity a hand-made line carried: written as JSON's extension, refused later
@@ -59,7 +60,7 @@ class ItemSpool(Sequence["ItemDict"]):
         self._starts.append(self._end)
         self._sizes.append(len(data) - 1)
         self._end += len(data)
-        self._nodeids.append(str(item.get("nodeid", "")))
+        self._nodeids.append(str(item["nodeid"]))
         return len(self._starts) - 1, data[:-1]
 
     def order(self, numbers: Iterable[int]) -> None:

@@ -18,7 +18,7 @@ import functools
 import heapq
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
 
 from pytest_hetero.matrix.quantity import quantity_or_none
 
@@ -196,7 +196,7 @@ def epoch(value: Any) -> float | None:
     absent, unparsable, or a time in year 1 (Docker's zero time for "never")."""
     if type(value) is float:  # the engines' own facts: the common case, checked first
         return value
-    if isinstance(value, bool):
+    if value is None or isinstance(value, bool):  # None: a time not known (yet), the next most common
         return None
     if isinstance(value, (int, float)):
         return float(value)
@@ -223,57 +223,87 @@ def _rfc3339(text: str) -> float | None:
         return None
 
 
-def held(facts: HeldTimes, until: float | None = None) -> tuple[float | None, list[str]]:
-    """Seconds the workload of ``facts`` held its requests, and what was missing to say it exactly.
+class Times(NamedTuple):
+    """A workload's times and how it ended, parsed once (:meth:`of`) for :meth:`held`, :meth:`idle` and the queue
+    times (:mod:`pytest_hetero.evidence.queue_times`): epoch seconds (None: not known, or not a time :func:`epoch`
+    reads) and ``outcome`` (None: not stated, or not a string). A named tuple, as :class:`Facts` and :class:`Workload`:
+    assembly makes one of each per workload, and a tuple is made at a third of a frozen dataclass's cost."""
 
-    A workload never placed (``outcome`` refused or pending, no ``placed``) held nothing: 0 s. Else from
-    ``placed`` (else ``started``, else ``submitted``) to the earlier of ``ended`` and ``released``,
-    else to ``until`` (epoch seconds: the run's end). Returns (seconds ≥ 0, or None when no start or no
-    end is known; the missing facts' names, empty when both ends were the workload's own).
-    """
-    missing: list[str] = []
-    placed = epoch(facts.get("placed"))
-    if placed is None and facts.get("outcome") in ("refused", "pending"):
-        return 0.0, missing  # never placed: it held no node's resources (a quota may still have counted it)
-    begin = placed
-    if begin is None:
-        begin = epoch(facts.get("started"))
+    submitted: float | None = None
+    placed: float | None = None
+    started: float | None = None
+    ended: float | None = None
+    released: float | None = None
+    outcome: str | None = None
+
+    @classmethod
+    def of(cls, facts: HeldTimes) -> Times:
+        """The times of ``facts`` (an engine's, or a record's data: each value untrusted, read by :func:`epoch`)."""
+        outcome = facts.get("outcome")
+        return cls(epoch(facts.get("submitted")),
+                   epoch(facts.get("placed")),
+                   epoch(facts.get("started")),
+                   epoch(facts.get("ended")),
+                   epoch(facts.get("released")),
+                   outcome if isinstance(outcome, str) else None)
+
+    def held(self, until: float | None = None) -> tuple[float | None, list[str]]:
+        """Seconds the workload held its requests, and what was missing to say it exactly.
+
+        A workload never placed (``outcome`` refused or pending, no ``placed``) held nothing: 0 s. Else from
+        ``placed`` (else ``started``, else ``submitted``) to the earlier of ``ended`` and ``released``,
+        else to ``until`` (epoch seconds: the run's end). Returns (seconds ≥ 0, or None when no start or no
+        end is known; the missing facts' names, empty when both ends were the workload's own).
+        """
+        missing: list[str] = []
+        if self.placed is None and self.outcome in ("refused", "pending"):
+            return 0.0, missing  # never placed: it held no node's resources (a quota may still have counted it)
+        begin = self.placed
         if begin is None:
-            begin = epoch(facts.get("submitted"))
-    if begin is None:
-        missing.append("placed")
-    ended, released = epoch(facts.get("ended")), epoch(facts.get("released"))
-    end = ended if released is None else released if ended is None else min(ended, released)
-    if end is None:
-        missing.append("released")
-        end = until
-    if begin is None or end is None:
-        return None, missing
-    return max(0.0, end - begin), missing
+            begin = self.started if self.started is not None else self.submitted
+        if begin is None:
+            missing.append("placed")
+        ended, released = self.ended, self.released
+        end = ended if released is None else released if ended is None else min(ended, released)
+        if end is None:
+            missing.append("released")
+            end = until
+        if begin is None or end is None:
+            return None, missing
+        return max(0.0, end - begin), missing
+
+    def idle(self) -> float | None:
+        """Seconds between placement and start (``started − placed``, ≥ 0); None when either is unknown."""
+        if self.placed is None or self.started is None:
+            return None
+        return max(0.0, self.started - self.placed)
+
+
+def held(facts: HeldTimes, until: float | None = None) -> tuple[float | None, list[str]]:
+    """:meth:`Times.held` of the workload of ``facts`` (an engine's
+    :class:`~pytest_hetero.backends.protocol.UsageFacts`)."""
+    return Times.of(facts).held(until)
 
 
 def idle(facts: HeldTimes) -> float | None:
-    """Seconds between placement and start (``started − placed``, ≥ 0); None when either is unknown."""
-    placed, started = epoch(facts.get("placed")), epoch(facts.get("started"))
-    if placed is None or started is None:
-        return None
-    return max(0.0, started - placed)
+    """:meth:`Times.idle` of the workload of ``facts``."""
+    return Times.of(facts).idle()
 
 
-def seconds_of(requests: Any, seconds: float) -> tuple[dict[str, float], list[str]]:
-    """``{resource: quantity × seconds}`` of ``requests`` (``{name: quantity}``), and the names whose
-    quantity could not be read (left out)."""
+def requests_of(requests: object) -> tuple[dict[str, float], tuple[str, ...]]:
+    """``{resource: quantity in base units}`` of ``requests`` (``{name: quantity}``, untrusted), and the names whose
+    quantity could not be read (left out; ``requests`` itself when it is neither an object nor absent)."""
     out: dict[str, float] = {}
     bad: list[str] = []
     if not isinstance(requests, dict):
-        return out, ["requests"] if requests is not None else []
+        return out, ("requests",) if requests is not None else ()
     for name, value in requests.items():
         amount = _quantity(value) if isinstance(value, (str, int, float)) else None
         if amount is None:
             bad.append(f"requests.{name}")
         else:
-            out[str(name)] = amount * seconds
-    return out, bad
+            out[str(name)] = amount
+    return out, tuple(bad)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -287,20 +317,79 @@ def _add(into: dict[str, dict[str, float]], key: str, amounts: dict[str, float])
     if per is None:
         into[key] = dict(amounts)
         return
+    _sum(per, amounts)
+
+
+def _sum(into: dict[str, float], amounts: dict[str, float]) -> None:
     for res, value in amounts.items():
-        per[res] = per.get(res, 0.0) + value
+        into[res] = into.get(res, 0.0) + value
 
 
 def _rounded(table: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    return {k: {r: round(v, 3) for r, v in sorted(per.items())} for k, per in sorted(table.items())}
+    return {k: _rounded_one(per) for k, per in sorted(table.items())}
+
+
+def _rounded_one(amounts: dict[str, float]) -> dict[str, float]:
+    return {r: round(v, 3) for r, v in sorted(amounts.items())}
+
+
+class Facts(NamedTuple):
+    """A workload's usage facts as the ledger counts them, parsed once from its folded reports (:meth:`of`), each
+    default decided here: its :class:`Times`; ``requests`` in base units and the request names whose quantity
+    could not be read (:func:`requests_of`); ``object`` (None: not stated, or not a string); the ``namespace``
+    (``(unknown)`` when not stated) and ``project`` (the tenant; :data:`GATE` when none) it ran as; ``restarts``
+    (its ``attempts`` but the first, 0 when not an integer); the ``model`` it ran (None: not a model's
+    workload) and that model's ``task_type`` (``(unknown)`` when not stated); whether it ran on ``simulated``
+    nodes; ``cpu_s`` (None: not measured, or not a number)."""
+
+    times: Times
+    requests: dict[str, float]
+    unreadable: tuple[str, ...]
+    object: str | None
+    namespace: str
+    project: str
+    restarts: int
+    model: str | None
+    task_type: str
+    simulated: bool
+    cpu_s: float | None
+
+    @classmethod
+    def of(cls, facts: WorkloadFacts) -> Facts:
+        """The facts of ``facts`` (a ``usage.workload`` record's data, or several folded: every value untrusted)."""
+        requests, unreadable = requests_of(facts.get("requests"))
+        kind = facts.get("object")
+        attempts = facts.get("attempts")
+        model = facts.get("model")
+        used = facts.get("cpu_s")
+        return cls(Times.of(facts), requests, unreadable,
+                   kind if isinstance(kind, str) else None,
+                   str(facts.get("namespace") or "(unknown)"),
+                   str(facts.get("tenant") or GATE),
+                   max(0, int(attempts or 1) - 1) if isinstance(attempts, int) else 0,
+                   str(model) if model else None,
+                   str(facts.get("task_type") or "(unknown)"),
+                   bool(facts.get("simulated")),
+                   float(used) if isinstance(used, (int, float)) else None)
+
+
+class Workload(NamedTuple):
+    """One workload as the ledger counts it: its :class:`Facts` (its reports folded by :func:`_fold`, then
+    parsed once), the ``nodeid`` of the item that first reported it, its ``attempt`` (≥ 1: a rerun plugin's
+    earlier attempt), ``by`` the item whose report says how it ended."""
+
+    facts: Facts
+    nodeid: str
+    attempt: int
+    by: str
 
 
 @dataclass
-class Workload:
-    """One workload as the ledger folds its reports (:func:`_fold`): ``facts`` (an engine's
+class _Reports:
+    """One workload's reports as :func:`_fold` merges them: ``facts`` (an engine's
     :data:`~pytest_hetero.backends.protocol.USAGE_FACTS`, every one optional; a later report's win), the
-    ``nodeid`` of the item that first reported it, its ``attempt`` (≥ 1: a rerun plugin's earlier attempt),
-    ``at`` the time of the latest report, ``by`` the item whose report says how it ended."""
+    ``nodeid`` of the item that first reported it, its ``attempt``, ``at`` the time of the latest report, ``by``
+    the item whose report says how it ended."""
 
     facts: WorkloadFacts
     nodeid: str
@@ -328,29 +417,35 @@ class IncompleteWorkload(TypedDict):
     missing: list[str]
 
 
-def _merge(into: Workload, facts: WorkloadFacts, at: str) -> None:
+def _merge(into: _Reports, facts: WorkloadFacts, at: str) -> None:
     """Fold one report of a workload into what is known of it: a later report's facts win, an
-    earlier one only fills what is still unknown."""
+    earlier one only fills what is still unknown (a fact that is None is unknown: it neither wins nor fills)."""
     newer = at >= into.at
-    into.facts = {**into.facts, **facts} if newer else {**facts, **into.facts}
+    known, more = _known(into.facts), _known(facts)
+    into.facts = {**known, **more} if newer else {**more, **known}
     if newer:
         into.at = at
 
 
+def _known(facts: WorkloadFacts) -> WorkloadFacts:
+    """``facts`` without the facts that are None."""
+    return cast("WorkloadFacts", {k: v for k, v in facts.items() if v is not None})
+
+
 def _reported(data: dict[str, Any]) -> WorkloadFacts:
-    """A ``usage.workload`` record's ``data`` (a JSON object) as :class:`WorkloadFacts`, the facts that are
-    None left out (an unknown fact is absent): the one place the ledger takes a record's data as that shape.
-    Each value keeps whatever JSON type it had; the readers check the type of what they count."""
-    return cast("WorkloadFacts", {k: v for k, v in data.items() if v is not None})
+    """A ``usage.workload`` record's ``data`` (a JSON object) as :class:`WorkloadFacts`: the one place the ledger
+    takes a record's data as that shape. Each value keeps whatever JSON type it had; the readers check the type of
+    what they count, and read a fact that is None as absent (unknown); :func:`_merge` leaves those out."""
+    return cast("WorkloadFacts", data)
 
 
-def _records(item: ItemDict | dict[str, Any]) -> list[tuple[RecordDict | dict[str, Any], int]]:
-    """(record, attempt) of every record of ``item`` and of its earlier attempts (a rerun plugin's;
-    attempt ≥ 1 numbers those, 0 is the final attempt); a record that is not a JSON object is left out."""
+def _records(item: ItemDict | dict[str, Any], earlier: Any) -> list[tuple[RecordDict | dict[str, Any], int]]:
+    """(record, attempt) of every record of ``item`` and of its ``earlier`` attempts (its ``attempts``: a rerun
+    plugin's; attempt ≥ 1 numbers those, 0 is the final attempt); a record that is not a JSON object is left out."""
     out = [(r, 0) for r in item.get("records") or [] if isinstance(r, dict)]
-    for n, earlier in enumerate(item.get("attempts") or [], 1):
-        if isinstance(earlier, dict):
-            out += [(r, n) for r in earlier.get("records") or [] if isinstance(r, dict)]
+    for n, attempt in enumerate(earlier, 1):
+        if isinstance(attempt, dict):
+            out += [(r, n) for r in attempt.get("records") or [] if isinstance(r, dict)]
     return out
 
 
@@ -373,15 +468,26 @@ def ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | No
     ``resource_seconds`` by namespace, ``attempts``, ``refused``, ``waited_s``), ``incomplete``
     (``count`` and the first :data:`LISTED` ``{"workload", "nodeid", "missing"}``), ``queue`` (wait, start and
     run seconds per pool: :func:`pytest_hetero.evidence.queue_times.queue_times`).
+
+    The cyclic garbage collector is paused meanwhile, as assembly pauses it (the ledger makes a few objects per
+    workload and no cycles: collections would only walk the items again).
     """
+    from pytest_hetero.evidence.model import gc_paused
+
+    with gc_paused():
+        return _ledger(items, until)
+
+
+def _ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | None) -> UsageSection:
     end = epoch(until)
-    workloads: dict[str, Workload] = {}
+    workloads: dict[str, _Reports] = {}
     reruns = 0
     gov = _Governance()
     latest = ""  # ISO 8601 UTC strings of one format compare as times: parsed once, at the end
     for item in items:
-        reruns += len(item.get("attempts") or [])
-        for rec, attempt in _records(item):
+        earlier = item.get("attempts") or []
+        reruns += len(earlier)
+        for rec, attempt in _records(item, earlier):
             kind, data = rec.get("kind"), rec.get("data")
             if kind == RECORD and isinstance(data, dict):
                 at = str(rec.get("at") or "")
@@ -389,15 +495,16 @@ def ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | No
                 _fold(workloads, _reported(data), at, item["nodeid"], attempt)  # an item always has its nodeid
             elif kind == "governance.ledger" and isinstance(data, dict):
                 _fold_governance(gov, cast("GovernanceLedgerData", data))
-    return _section(workloads, end if end is not None else epoch(latest), end is None, reruns, gov)
+    counted = {key: Workload(Facts.of(r.facts), r.nodeid, r.attempt, r.by) for key, r in workloads.items()}
+    return _section(counted, end if end is not None else epoch(latest), end is None, reruns, gov)
 
 
-def _fold(workloads: dict[str, Workload], data: WorkloadFacts, at: str, nodeid: str, attempt: int) -> None:
+def _fold(workloads: dict[str, _Reports], data: WorkloadFacts, at: str, nodeid: str, attempt: int) -> None:
     """Fold one ``usage.workload`` record (``data``, recorded ``at`` by item ``nodeid``) into ``workloads``."""
     key = str(data.get("workload") or f"{nodeid}#{len(workloads)}")
     w = workloads.get(key)
     if w is None:  # the common case: the first report of a workload is taken as it is
-        workloads[key] = Workload(data, nodeid, attempt, at, nodeid)
+        workloads[key] = _Reports(data, nodeid, attempt, at, nodeid)
         return
     if data.get("outcome") is not None and at >= w.at:
         w.by = nodeid  # the item whose report says how the workload ended
@@ -424,7 +531,7 @@ def _number(value: Any) -> float:
 
 def _idle(idlest: list[tuple[float, str, str]], key: str, w: Workload) -> float:
     """``w``'s idle seconds (0 when unknown), kept in ``idlest`` (a heap of the :data:`WORST` idlest)."""
-    gap = idle(w.facts)
+    gap = w.facts.times.idle()
     if gap is None:
         return 0.0
     if len(idlest) < WORST:
@@ -438,8 +545,8 @@ def _section(workloads: dict[str, Workload], until: float | None, open_end: bool
              gov: _Governance) -> UsageSection:
     tables: dict[str, dict[str, dict[str, float]]] = {
         "by_namespace": {}, "by_project": {}, "by_task_type": {}, "by_model": {}}
-    failed: dict[str, dict[str, float]] = {}
-    retried: dict[str, dict[str, float]] = {}
+    failed: dict[str, float] = {}
+    retried: dict[str, float] = {}
     failed_items: list[str] = []
     failed_count = restarts = simulated = 0
     idle_total = 0.0
@@ -449,35 +556,35 @@ def _section(workloads: dict[str, Workload], until: float | None, open_end: bool
     cpu_s = 0.0
     for key, workload in workloads.items():
         w = workload.facts
-        seconds, missing = held(w, until)
+        seconds, missing = w.times.held(until)
         if not open_end:  # released by the engine's cleanup, before the run's end line: the documented bound
             missing = [m for m in missing if m != "released"]
-        amounts, bad = seconds_of(w.get("requests"), seconds or 0.0)
-        missing += bad
+        held_s = seconds or 0.0
+        amounts = {res: q * held_s for res, q in w.requests.items()}
+        missing += w.unreadable
         if missing or seconds is None:
             incomplete_count += 1
             incomplete += [IncompleteWorkload(workload=key, nodeid=workload.nodeid, missing=missing)
                            ][:LISTED - len(incomplete)]
-        if w.get("object") != "exec":
-            _add(tables["by_namespace"], str(w.get("namespace") or "(unknown)"), amounts)
-            _add(tables["by_project"], str(w.get("tenant") or GATE), amounts)
-            restarts += max(0, int(w.get("attempts") or 1) - 1) if isinstance(w.get("attempts"), int) else 0
-        if w.get("model"):
-            _add(tables["by_task_type"], str(w.get("task_type") or "(unknown)"), amounts)
-            _add(tables["by_model"], str(w["model"]), amounts)
-        if w.get("outcome") in ("failed", "refused"):
+        if w.object != "exec":
+            _add(tables["by_namespace"], w.namespace, amounts)
+            _add(tables["by_project"], w.project, amounts)
+            restarts += w.restarts
+        if w.model is not None:
+            _add(tables["by_task_type"], w.task_type, amounts)
+            _add(tables["by_model"], w.model, amounts)
+        if w.times.outcome in ("failed", "refused"):
             failed_count += 1
-            _add(failed, "all", amounts)
+            _sum(failed, amounts)
             by = str(workload.by or workload.nodeid)
             if len(failed_items) < LISTED and by not in failed_items:
                 failed_items.append(by)
         if workload.attempt:
-            _add(retried, "all", amounts)
+            _sum(retried, amounts)
         idle_total += _idle(idlest, key, workload)
-        simulated += bool(w.get("simulated"))
-        used = w.get("cpu_s")
-        if isinstance(used, (int, float)):
-            cpu_s += float(used)
+        simulated += w.simulated
+        if w.cpu_s is not None:
+            cpu_s += w.cpu_s
     idlest.sort(reverse=True)
     return {
         "covers": list(COVERS),
@@ -489,10 +596,10 @@ def _section(workloads: dict[str, Workload], until: float | None, open_end: bool
         "resource_seconds": {name: _rounded(t) for name, t in tables.items()},
         "cpu_s": round(cpu_s, 3),
         "waste": {
-            "failed": {"workloads": failed_count, "resource_seconds": _rounded(failed).get("all", {}),
+            "failed": {"workloads": failed_count, "resource_seconds": _rounded_one(failed),
                        "items": failed_items},
             "retries": {"reruns": reruns, "restarts": restarts,
-                        "resource_seconds": _rounded(retried).get("all", {})},
+                        "resource_seconds": _rounded_one(retried)},
             "idle": {"seconds": round(idle_total, 3),
                      "worst": [{"workload": k, "nodeid": n, "idle_s": round(s, 3)} for s, k, n in idlest[:WORST]]},
         },
