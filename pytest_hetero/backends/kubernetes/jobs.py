@@ -48,7 +48,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.jobs import JOB_DIR, VOLUME_DIR, Job, JobSpec, RankExit
 from pytest_hetero.backends.kubernetes import client as kc
-from pytest_hetero.backends.kubernetes import gang, podexec, queues
+from pytest_hetero.backends.kubernetes import gang, nodes, podexec, queues
 from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.manifests import (
     ConfigMapManifest,
@@ -61,7 +61,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     Volume,
     VolumeMount,
 )
-from pytest_hetero.backends.kubernetes.objects import NO_STATUS, ContainerStatus, Pod, parse_pod
+from pytest_hetero.backends.kubernetes.objects import NO_STATUS, ContainerStatus, Pod, parse_node, parse_pod
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import (
     ActionFailed,
@@ -421,13 +421,12 @@ def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) 
 
 
 def _simulated(session: KubeSession, node: str) -> bool:
-    """The node is simulated by KWOK (annotation ``kwok.x-k8s.io/node: fake``, as :mod:`.inventory` reads it)."""
+    """The node is simulated by KWOK (:attr:`.objects.Node.simulated`, as :mod:`.inventory` reads it)."""
     if not session.known(node):
         try:
-            meta = session.core.read_node(node, _request_timeout=30).metadata
+            return parse_node(nodes.read(session.core, node)).simulated
         except Exception:  # noqa: BLE001 - unreadable: treated as real; its pods' exits will say what happened
             return False
-        return ((meta.annotations if meta else None) or {}).get("kwok.x-k8s.io/node") == "fake"
     return session.simulated(node)
 
 
