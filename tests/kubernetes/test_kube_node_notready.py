@@ -274,8 +274,10 @@ def test_node_not_ready_before_the_model_run_fails_fast(
 
 
 def test_ready_condition_and_its_description() -> None:
-    from pytest_hetero.backends.kubernetes.manifests import ServedNode
-    from pytest_hetero.backends.kubernetes.nodes import ReadyCondition, describe, ready_condition
+    from kubernetes import client
+
+    from pytest_hetero.backends.kubernetes.manifests import ListedNode
+    from pytest_hetero.backends.kubernetes.nodes import NodeReadiness, ReadyCondition, describe, ready_condition
 
     lost: ReadyCondition = {
         "type": "Ready",
@@ -284,15 +286,22 @@ def test_ready_condition_and_its_description() -> None:
         "message": "Kubelet stopped posting node status.",
         "lastTransitionTime": "2025-01-02T12:01:02Z",
     }
-    node: ServedNode = {"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, {**lost}]}}
+    node: ListedNode = {"metadata": {"name": "n1"}, "spec": {},
+                        "status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, {**lost}]}}
     assert ready_condition(node) == lost
     assert describe(lost) == (
         "Ready=Unknown since 2025-01-02T12:01:02Z, NodeStatusUnknown: Kubelet stopped posting node status."
     )
-    assert describe(ready_condition({"status": {}})) == (
+    assert describe(ready_condition({"metadata": {"name": "n2"}, "spec": {}, "status": {}})) == (
         "Ready=Unknown, NoReadyCondition: the node reports no Ready condition"
     )
-    assert ready_condition({**node, "deleted": True})["reason"] == "NodeDeleted"
+    watch = NodeReadiness(client.ApiClient())  # fed by hand: nothing is listed or watched
+    watch.changed("MODIFIED", node, 0.0)
+    assert watch.conditions["n1"] == lost
+    watch.changed("DELETED", node, 0.0)
+    assert watch.conditions["n1"]["reason"] == "NodeDeleted"
+    watch.listed([], 0.0)  # a node kept before and not listed now was deleted
+    assert watch.conditions["n1"]["reason"] == "NodeDeleted"
 
 
 def test_one_node_watch_feeds_each_runs_watch_of_its_own_node(cluster: Cluster, lost_node: tuple[str, str]) -> None:

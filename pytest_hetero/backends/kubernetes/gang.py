@@ -40,7 +40,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     ServedWorkload,
     ServiceManifest,
 )
-from pytest_hetero.backends.kubernetes.objects import parse_pod, parse_slice
+from pytest_hetero.backends.kubernetes.objects import Pod, parse_pod, parse_slice
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import (
     ActionFailed,
@@ -266,7 +266,14 @@ def list_pods(session: KubeSession, name: str) -> list[ServedPod]:
     listed: PodList = json.loads(resp.data)
     live = [(pod, raw) for pod, raw in ((parse_pod(raw), raw) for raw in listed["items"])
             if not pod.deleting_since]
-    return [raw for _, raw in sorted(live, key=lambda seen: int(seen[0].annotations.get(INDEX, 0)))]
+    return [raw for _, raw in sorted(live, key=lambda seen: completion_index(seen[0]) or 0)]
+
+
+def completion_index(pod: Pod) -> int | None:
+    """The pod's completion index (annotation :data:`INDEX`, which the Job controller sets on every pod of an
+    Indexed Job); None without it. Raises ValueError when it is not an integer."""
+    index = pod.annotations.get(INDEX)
+    return int(index) if index is not None else None
 
 
 def wait_running(session: KubeSession, name: str, workers: int, deadline: float) -> list[ServedPod]:
@@ -283,8 +290,7 @@ def pod_facts(pods: list[ServedPod]) -> list[GangPod]:
     """``[{"index", "name", "node", "ip", "phase", "hostname", "subdomain"}]`` of ``pods``."""
     out: list[GangPod] = []
     for p in map(parse_pod, pods):
-        index = p.annotations.get(INDEX)
-        out.append({"index": int(index) if index is not None else None, "name": p.name,
+        out.append({"index": completion_index(p), "name": p.name,
                     "node": p.node_name or None, "ip": p.ip, "phase": p.phase,
                     "hostname": p.hostname, "subdomain": p.subdomain})
     return out

@@ -37,16 +37,18 @@ labels, so the engine's close and ``hetero cleanup`` remove what :func:`remove` 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TypedDict
 
 from kubernetes import client
 
 from pytest_hetero.backends.jobs import JOB_DIR, VOLUME_DIR, Job, JobSpec, RankExit
 from pytest_hetero.backends.kubernetes import client as kc
-from pytest_hetero.backends.kubernetes import gang, podexec, queues
+from pytest_hetero.backends.kubernetes import gang, nodes, podexec, queues
 from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.manifests import (
     ConfigMapManifest,
@@ -59,7 +61,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     Volume,
     VolumeMount,
 )
-from pytest_hetero.backends.kubernetes.objects import NO_STATUS, ContainerStatus, Pod, parse_pod
+from pytest_hetero.backends.kubernetes.objects import NO_STATUS, ContainerStatus, Pod, parse_node, parse_pod
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import (
     ActionFailed,
@@ -197,10 +199,9 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
         return _restarted(session, step, spec, python, kept)
     name, configmap, service, manifest, request = manifests(session, step, spec, python)
     ns = session.namespace
+    own = JobHandle(name=name, queue=request.queue, key=_key(session, step, spec), restartable=bool(spec.volume))
     job = Job(spec=spec, ranks=[f"{name}-{r}" for r in range(spec.world_size)], rendezvous_host="",
-              where=f"namespace {ns}, indexed Job {name}, headless Service {name}",
-              handle={"name": name, "queue": request.queue, "key": _key(session, step, spec),
-                      "restartable": bool(spec.volume)})
+              where=f"namespace {ns}, indexed Job {name}, headless Service {name}", handle={HANDLE: own})
     if request.queue and session.served().version(queues.KUEUE) is None:
         raise ActionFailed(f"the {spec.name} job goes to LocalQueue {request.queue}: "
                            f"{session.served().describe(queues.KUEUE)}", "api_not_served")
@@ -212,8 +213,7 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
         remove(session, job)
         raise kc.api_outcome(exc, f"create the ConfigMap, Service and indexed Job {name} in namespace {ns}") \
             from None
-    submitted = time.time()
-    job.handle["submitted"] = submitted
+    submitted = own.submitted = time.time()
     deadline = time.monotonic() + step.timeout_s
     facts: TrainingJobFacts = {"name": name, "namespace": ns, "queue": request.queue, "workers": spec.world_size,
                                "volume_claim": spec.volume, "manifest": manifest, "service_manifest": service}
@@ -234,7 +234,6 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
             # the fact, read by wait() like any rank's; the others wait for an address that never comes
             job.ranks = [str((up.get(r) or ended[r])["name"]) for r in range(spec.world_size)]
             facts["ended_before_rendezvous"] = sorted(ended)
-            job.handle["started"] = time.time()
             step.record("training.k8s.job", **facts)
             return job
         if len(up) < spec.world_size:
@@ -266,13 +265,12 @@ def _start_ranks(session: KubeSession, job: Job, up: dict[int, GangPod], facts: 
     the ranks in index order, rank 0's pod IP as the rendezvous (``facts["rendezvous"]``: that address and the DNS
     name it stands for), handed to every rank (:func:`_hand_over`, ``template`` as there), and the start time.
     Raises what :func:`_hand_over` raises."""
-    spec, name = job.spec, job.handle["name"]
+    spec, name = job.spec, _handle(job).name
     job.ranks = [str(up[r]["name"]) for r in range(spec.world_size)]
     job.rendezvous_host = str(up[0]["ip"])
     facts["rendezvous"] = {"address": f"{job.rendezvous_host}:{spec.port}",
                            "dns_name": f"{name}-0.{name}.{session.namespace}.svc:{spec.port}"}
     _hand_over(session, job, python, template)
-    job.handle["started"] = time.time()
 
 
 class Handover(TypedDict):
@@ -331,6 +329,31 @@ class TrainingJobFacts(TypedDict):
     decisive: NotRequired[ReasonDict | None]
 
 
+@dataclass
+class JobHandle:
+    """What this engine keeps of a job :func:`start` made (the :data:`HANDLE` entry of :attr:`Job.handle`):
+    ``name`` (of its Job, headless Service and ConfigMap), ``queue`` (the LocalQueue it was submitted to; None:
+    none), ``key`` (its :data:`KEPT` key), ``restartable`` (a checkpoint job: :func:`remove` keeps it when the gate
+    killed a rank, for the Job controller to restart), ``submitted`` (epoch seconds of the Job's create call; None
+    until it answered)."""
+
+    name: str
+    queue: str | None
+    key: tuple[str, str, str, str]
+    restartable: bool
+    submitted: float | None = None
+
+
+HANDLE = "kubernetes"
+"""The key of a job's :class:`JobHandle` in :attr:`Job.handle` (engine-private)."""
+
+
+def _handle(job: Job) -> JobHandle:
+    """The :class:`JobHandle` of ``job`` (one :func:`start` returned)."""
+    own: JobHandle = job.handle[HANDLE]
+    return own
+
+
 KEPT: dict[tuple[str, str, str, str], Job] = {}
 """Checkpoint jobs whose rank the gate killed, kept by :func:`remove` for the next attempt: the Job controller
 restarts the killed pod (``backoffLimitPerIndex: 1``, only for exit 137) and :func:`start` of the next attempt takes
@@ -345,10 +368,11 @@ def _restarted(session: KubeSession, step: Step, spec: JobSpec, python: str, kep
     """Attempt ``spec.attempt`` of a kept job: the pod the Job controller started in place of the killed one (same
     index, same claim), handed rank 0's address (its own); record ``training.k8s.job`` with ``restarted_by``.
     Raises ActionFailed like :func:`start` when no replacement runs within the layer's timeout."""
-    name, ns = kept.handle["name"], session.namespace
-    job = Job(spec=spec, ranks=[], rendezvous_host="", where=kept.where, handle={**kept.handle, "restartable": False})
+    own = dataclasses.replace(_handle(kept), restartable=False)
+    name, ns = own.name, session.namespace
+    job = Job(spec=spec, ranks=[], rendezvous_host="", where=kept.where, handle={HANDLE: own})
     gone = set(kept.ranks)
-    facts: TrainingJobFacts = {"name": name, "namespace": ns, "queue": kept.handle.get("queue"),
+    facts: TrainingJobFacts = {"name": name, "namespace": ns, "queue": own.queue,
                                "workers": spec.world_size, "volume_claim": spec.volume,
                                "restarted_by": ("the Job controller (backoffLimitPerIndex 1, "
                                                 "podFailurePolicy: exit 137)"),
@@ -397,20 +421,19 @@ def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) 
 
 
 def _simulated(session: KubeSession, node: str) -> bool:
-    """The node is simulated by KWOK (annotation ``kwok.x-k8s.io/node: fake``, as :mod:`.inventory` reads it)."""
+    """The node is simulated by KWOK (:attr:`.objects.Node.simulated`, as :mod:`.inventory` reads it)."""
     if not session.known(node):
         try:
-            meta = session.core.read_node(node, _request_timeout=30).metadata
+            return parse_node(nodes.read(session.core, node)).simulated
         except Exception:  # noqa: BLE001 - unreadable: treated as real; its pods' exits will say what happened
             return False
-        return ((meta.annotations if meta else None) or {}).get("kwok.x-k8s.io/node") == "fake"
     return session.simulated(node)
 
 
 def _pods(session: KubeSession, job: Job) -> dict[int, Pod]:
     """Rank → the job's pod of that rank (by the names :func:`start` found: a pod the Job controller started in
     place of a killed one belongs to the next attempt)."""
-    by_name = {p.name: p for p in map(parse_pod, gang.list_pods(session, job.handle["name"]))}
+    by_name = {p.name: p for p in map(parse_pod, gang.list_pods(session, _handle(job).name))}
     return {r: by_name[n] for r, n in enumerate(job.ranks) if n in by_name}
 
 
@@ -509,7 +532,7 @@ def _exit(session: KubeSession, job: Job, rank: int, pod: Pod | None, *, stopped
     code = None if timed_out or ended is None else ended.exit_code
     log = logs(session, job, rank)
     errors = "\n".join(x for x in log.splitlines() if not x.startswith('{"event"'))
-    usage = kube_usage.pod_facts(session, pod, job.handle.get("submitted")) if pod else {}
+    usage = kube_usage.pod_facts(session, pod, _handle(job).submitted) if pod else {}
     return RankExit(rank=rank, name=job.ranks[rank], exit_code=code, stdout=log, stderr=errors,
                     signal=(code - 128) if isinstance(code, int) and code > 128 else None,
                     oom_killed=ended is not None and ended.reason == "OOMKilled", killed_by_gate=rank in job.killed,
@@ -523,10 +546,11 @@ def remove(session: KubeSession, job: Job) -> None:
     raises: what is left carries the owner label for the engine's close and ``hetero cleanup``. A checkpoint job
     whose rank the gate killed is kept instead (:data:`KEPT`): the Job controller restarts that rank for the
     next attempt."""
-    if job.killed and job.handle.get("restartable") and job.handle.get("key"):
-        KEPT[job.handle["key"]] = job
+    own = _handle(job)
+    if job.killed and own.restartable:
+        KEPT[own.key] = job
         return
-    name, ns = job.handle.get("name", ""), session.namespace
+    name, ns = own.name, session.namespace
     deletes: tuple[Callable[[], Any], ...] = (lambda: client.BatchV1Api(session.api).delete_namespaced_job(
                    name, ns, propagation_policy="Background", grace_period_seconds=0, _request_timeout=30),
                lambda: session.core.delete_namespaced_service(name, ns, _request_timeout=30),

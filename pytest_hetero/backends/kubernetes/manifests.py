@@ -23,8 +23,7 @@ endpoint's ``addresses`` and ``conditions``. A custom resource (Kueue, Volcano) 
 or client sent it and a status subresource starts empty: only what their APIs require is ``Required`` there
 (a Workload's ``status`` may be absent). The parsers of
 :mod:`.objects`, :mod:`.queues`, :mod:`.boundaries`, :mod:`.accounts` and :mod:`.snapshot` read them once and
-fill API defaults. :class:`ServedPod` carries the ``deleted`` mark :mod:`.watch` adds, :class:`ServedNode`
-the node watch's.
+fill API defaults. :class:`ServedPod` carries the ``deleted`` mark :mod:`.watch` adds.
 """
 
 from __future__ import annotations
@@ -525,22 +524,10 @@ class NodeStatus(TypedDict, total=False):
     allocatable: dict[str, str]
 
 
-class ServedNode(TypedDict, total=False):
-    """A ``core/v1`` Node as the apiserver serves it; ``deleted``: set by a node watch that saw it deleted
-    (then nothing else may be known: ``{"deleted": True}``). Read it through :func:`.objects.parse_node`."""
-
-    apiVersion: str
-    kind: str
-    metadata: ObjectMeta
-    spec: NodeSpec
-    status: NodeStatus
-    deleted: bool
-
-
 class ListedNode(TypedDict, total=False):
-    """A ``core/v1`` Node as a LIST or GET answers it: ``metadata``, ``spec`` and ``status`` always (the
-    apiserver serves an unset struct as ``{}``), unlike the nodes a node watch keeps (:class:`ServedNode`).
-    Read it through :func:`.objects.parse_node`."""
+    """A ``core/v1`` Node as a LIST, GET or watch event answers it: ``metadata``, ``spec`` and ``status`` always
+    (the apiserver serves an unset struct as ``{}``). Read it through :func:`.objects.parse_node` (its Ready
+    condition: :func:`.nodes.ready_condition`)."""
 
     apiVersion: str
     kind: str

@@ -22,7 +22,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes import client as kc
-from pytest_hetero.backends.kubernetes.manifests import ConditionJSON, ServedNode
+from pytest_hetero.backends.kubernetes.manifests import ConditionJSON, ListedNode
 from pytest_hetero.backends.kubernetes.objects import parse_condition
 from pytest_hetero.backends.kubernetes.watch import ListWatch
 from pytest_hetero.backends.protocol import EngineUnavailable, RunFailure, Step
@@ -62,15 +62,19 @@ def _ready(raw: ConditionJSON) -> ReadyCondition:
     return cond
 
 
-def ready_condition(node: ServedNode) -> ReadyCondition:
-    """The node's Ready condition (of its JSON's ``status.conditions[]``); a node without one, or one
-    the watch saw deleted (``deleted`` key), reads as ``status: Unknown`` with a reason saying why."""
-    if node.get("deleted"):
-        return unknown("NodeDeleted", "the Node object was deleted")
-    for cond in (node.get("status") or {}).get("conditions") or []:
+def ready_condition(node: ListedNode) -> ReadyCondition:
+    """The node's Ready condition (of its JSON's ``status.conditions[]``, as a GET, LIST or watch event serves
+    it: ``status`` always); a node without one reads as ``status: Unknown``, reason ``NoReadyCondition``. A
+    deleted node's is :func:`deleted`."""
+    for cond in node["status"].get("conditions") or []:
         if cond["type"] == "Ready":
             return _ready(cond)
     return unknown("NoReadyCondition", "the node reports no Ready condition")
+
+
+def deleted() -> ReadyCondition:
+    """The Ready condition of a node the watch saw deleted (``status: Unknown``, reason ``NodeDeleted``)."""
+    return unknown("NodeDeleted", "the Node object was deleted")
 
 
 def unknown(reason: str, message: str) -> ReadyCondition:
@@ -98,10 +102,10 @@ class Transition(TypedDict):
     seen_at: str
 
 
-def read(core: client.CoreV1Api, name: str) -> ServedNode:
+def read(core: client.CoreV1Api, name: str) -> ListedNode:
     """The Node ``name`` as served (one GET, :func:`.client.raw_request`). Raises ApiException / urllib3 errors as
     the client does."""
-    node: ServedNode = kc.raw_request(core.api_client, "GET", f"/api/v1/nodes/{name}")
+    node: ListedNode = kc.raw_request(core.api_client, "GET", f"/api/v1/nodes/{name}")
     return node
 
 
@@ -191,7 +195,7 @@ class NodeReadiness(ListWatch):
                 if exc.status != 404:
                     sub.own_error = f"HTTP {exc.status}: {exc.reason}"[:300]
                     return sub
-                seen = unknown("NodeDeleted", "the Node object was deleted")
+                seen = deleted()
             except Exception as exc:  # noqa: BLE001 - no answer: the watch may still tell
                 sub.own_error = f"{type(exc).__name__}: {exc}"[:300]
                 return sub
@@ -224,14 +228,13 @@ class NodeReadiness(ListWatch):
                 names.add(name)
                 self._seen(name, ready_condition(node))
             for gone in [n for n in self.conditions if n not in names]:
-                self._seen(gone, ready_condition({"deleted": True}))
+                self._seen(gone, deleted())
 
     def changed(self, kind: str, obj: Any, now: float) -> None:
         """Keep the event's node's condition (a deleted node's reads ``NodeDeleted``) and tell its watchers."""
-        seen: ServedNode = obj
+        seen: ListedNode = obj
         with self.lock:
-            self._seen(str(obj["metadata"]["name"]),
-                       ready_condition({**seen, "deleted": True} if kind == "DELETED" else seen))
+            self._seen(seen["metadata"]["name"], deleted() if kind == "DELETED" else ready_condition(seen))
 
 
 class NodeWatch:
