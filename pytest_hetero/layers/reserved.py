@@ -45,7 +45,7 @@ import httpx
 from pytest_hetero.backends.protocol import Measure, ReserveReport, WindowStats
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
-from pytest_hetero.layers.serving import REQUEST_TIMEOUT_S, protocol_for, serving_request
+from pytest_hetero.layers.serving import protocol_for, serving_request
 from pytest_hetero.matrix.acceptance import percentile
 from pytest_hetero.matrix.model import GovernanceProbe
 from pytest_hetero.serving.load import TRANSPORT_ERROR, run_level
@@ -107,7 +107,7 @@ def check(ctx: LayerContext, probe: GovernanceProbe) -> None:
         raise LayerBroken(f"dataset {dataset.name}: {exc}", "bad_dataset") from None
     request = dataclasses.replace(serving_request(ctx, serving, proto), token=None)  # the probe's own Deployment
     load = measure(proto.prepare(samples, 1), {"Content-Type": "application/json"},
-                   float(serving.load.get("request_timeout_s", REQUEST_TIMEOUT_S)))
+                   serving.load.request_timeout_s)
     report = ctx.backend.reserve_inference(ctx, probe, request, load)
     record(ctx, report)
     for facts in report.usage:  # the run-wide ledger counts the probe's pods, as the other probes' workloads

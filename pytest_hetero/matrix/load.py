@@ -37,6 +37,7 @@ from pytest_hetero.matrix.defaults import (
 from pytest_hetero.matrix.document import MatrixDoc
 from pytest_hetero.matrix.governance import Names
 from pytest_hetero.matrix.model import (
+    Auth,
     Coverage,
     Dataset,
     ExcludeRule,
@@ -361,23 +362,22 @@ def _model_problems(model: ModelSpec, path: tuple[Any, ...], pos: Positions, fil
 def _serving(raw: ServingSpec | None) -> Serving | None:
     if raw is None:
         return None
-    given = raw["load"]
-    load: LoadSettings = {}
+    given, load = raw["load"], LoadSettings()
     if "concurrency" in given:
-        load["concurrency"] = given["concurrency"]
+        load = replace(load, concurrency=tuple(given["concurrency"]))
     if "requests" in given:
-        load["requests"] = given["requests"]
+        load = replace(load, requests=given["requests"])
     if "duration" in given:
-        load["duration_s"] = parse_duration(given["duration"])
+        load = replace(load, duration_s=parse_duration(given["duration"]))
     if "batch" in given:
-        load["batch"] = given["batch"]
+        load = replace(load, batch=given["batch"])
     if "request_timeout" in given:
-        load["request_timeout_s"] = parse_duration(given["request_timeout"])
+        load = replace(load, request_timeout_s=parse_duration(given["request_timeout"]))
     return Serving(
         protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw["version"]),
         endpoint=raw["endpoint"],
         deploy={k: str(v) for k, v in raw["deploy"].items()} if raw["deploy"] is not None else None,
-        task=raw["task"], auth=raw["auth"].copy(), load=load,
+        task=raw["task"], auth=Auth(**raw["auth"]), load=load,
         rollback=raw["rollback"].copy() if raw["rollback"] is not None else None, options=dict(raw["options"]),
         ready_timeout_s=parse_duration(raw["ready_timeout"]) if raw["ready_timeout"] is not None else None)
 

@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from pytest_hetero.matrix.document import AuthDoc, ExpectDoc, MatrixDoc, RollbackDoc, TargetDoc, TolerationDoc
+from pytest_hetero.matrix.document import ExpectDoc, MatrixDoc, RollbackDoc, TargetDoc, TolerationDoc
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
@@ -131,20 +131,33 @@ class Image:
     line: int = 0
 
 
-def _no_auth() -> AuthDoc:
-    return {}
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
+"""Seconds one request to a served model may take when ``serving.load.request_timeout`` is absent."""
 
 
-class LoadSettings(TypedDict, total=False):
-    """A served model's ``load`` (:class:`~pytest_hetero.matrix.document.LoadDoc`) with its durations parsed:
-    concurrency levels, requests per level, samples per request, and ``duration_s`` / ``request_timeout_s``
-    (seconds) for ``duration`` / ``request_timeout``; each key only when the matrix gives it."""
+@dataclass(frozen=True)
+class Auth:
+    """A served model's ``auth`` (:class:`~pytest_hetero.matrix.document.AuthDoc`) with its defaults: the
+    environment variable holding the bearer token (``token_env``; None: the matrix names none) and whether the
+    endpoint must refuse a request without it (``protected``; False when absent)."""
 
-    concurrency: list[int]
-    requests: int
-    batch: int
-    duration_s: float
-    request_timeout_s: float
+    token_env: str | None = None
+    protected: bool = False
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """A served model's ``load`` (:class:`~pytest_hetero.matrix.document.LoadDoc`) with its durations parsed and
+    its defaults filled: the ``concurrency`` levels (``(1,)`` when absent), ``requests`` per level (None: as many as
+    the samples, or as many as fit in ``duration_s`` when that is given), samples per request (``batch``, 1),
+    ``duration_s`` per level (seconds; None: the layer timeout) and ``request_timeout_s`` (seconds,
+    :data:`DEFAULT_REQUEST_TIMEOUT_S` when absent)."""
+
+    concurrency: tuple[int, ...] = (1,)
+    requests: int | None = None
+    batch: int = 1
+    duration_s: float | None = None
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -156,8 +169,7 @@ class Serving:
     may hold ``${VAR}`` / ``${VAR:-default}`` (expanded at run time); ``deploy`` names the Kubernetes
     object behind it (``{"kind": "Deployment"|"Service"|"InferenceService", "name", "namespace"?}``).
     ``version`` is the version the service must report (the model's version unless given). ``auth``:
-    ``{"token_env": VAR, "protected": bool}``; ``load``: ``{"concurrency": [int], "requests": int,
-    "duration_s": float, "batch": int, "request_timeout_s": float}`` (durations already in seconds);
+    :class:`Auth`; ``load``: :class:`LoadSettings` (durations already in seconds, defaults filled);
     ``rollback``: ``{"version", "endpoint"? , "deploy"?}`` or None; ``options``: protocol options;
     ``ready_timeout_s``: seconds the endpoint may take to become ready (None: the startup timeout).
     """
@@ -168,7 +180,7 @@ class Serving:
     endpoint: str | None = None
     deploy: dict[str, str] | None = None
     task: str = ""
-    auth: AuthDoc = field(default_factory=_no_auth)
+    auth: Auth = field(default_factory=Auth)
     load: LoadSettings = field(default_factory=LoadSettings)
     rollback: RollbackDoc | None = None
     options: dict[str, Any] = field(default_factory=dict)
