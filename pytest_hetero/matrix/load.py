@@ -34,8 +34,8 @@ from pytest_hetero.matrix.defaults import (
     complete,
     probe_spec,
 )
-from pytest_hetero.matrix.document import MatrixDoc
-from pytest_hetero.matrix.governance import Names
+from pytest_hetero.matrix.document import MatrixDoc, ReserveDoc
+from pytest_hetero.matrix.governance import Names, reserve_spec
 from pytest_hetero.matrix.model import (
     Auth,
     Coverage,
@@ -47,6 +47,7 @@ from pytest_hetero.matrix.model import (
     Matrix,
     Model,
     Profile,
+    Reserve,
     Resource,
     Serving,
     Tenant,
@@ -359,6 +360,22 @@ def _model_problems(model: ModelSpec, path: tuple[Any, ...], pos: Positions, fil
     return problems
 
 
+def _reserve(given: ReserveDoc | None) -> Reserve | None:
+    """A reserved-inference probe's ``reserve`` with its defaults (window, duration, min_ready:
+    :func:`~pytest_hetero.matrix.governance.reserve_spec`; no dataset or serving PriorityClass, error rate 0) and
+    its durations in seconds."""
+    if given is None:
+        return None
+    r = reserve_spec(given)
+    return Reserve(model=r["model"], replicas=int(r["replicas"]), min_ready=int(r["min_ready"]),
+                   burst={"priority_class": str(r["burst"]["priority_class"]), "pods": int(r["burst"]["pods"])},
+                   p95_ms=float(r["p95_ms"]), window_s=parse_duration(r["window"]),
+                   duration_s=parse_duration(r["duration"]),
+                   dataset=r.get("dataset"),
+                   priority_class=r.get("priority_class"),
+                   max_error_rate=float(r.get("max_error_rate", 0.0)))
+
+
 def _serving(raw: ServingSpec | None) -> Serving | None:
     if raw is None:
         return None
@@ -530,7 +547,7 @@ def _build(data: MatrixDoc, spec: Spec, path: Path, raw: bytes, pos: Positions, 
         above={k: str(v) for k, v in x["above"].items()}, high=x["high"], low=x["low"],
         reasons=tuple(x["expect"].get("reasons", ())),
         timeout_s=parse_duration(x["timeout"]) if x["timeout"] is not None else None,
-        line=line("spec", "governance", "probes", i), reserve=dict(x["reserve"] or {}),
+        line=line("spec", "governance", "probes", i), reserve=_reserve(x["reserve"]),
         services=_strings(x["services"]), egress=_strings(x["egress"]), claims=_strings(x["claims"]),
         secrets=_strings(x["secrets"]), pull_secrets=_strings(x["pull_secrets"]))
         for i, x in enumerate(map(probe_spec, gov["probes"])))

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from pytest_hetero.matrix.document import ExpectDoc, MatrixDoc, RollbackDoc, TargetDoc, TolerationDoc
+from pytest_hetero.matrix.document import BurstDoc, ExpectDoc, MatrixDoc, RollbackDoc, TargetDoc, TolerationDoc
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
@@ -291,6 +291,27 @@ class Tenant:
 
 
 @dataclass(frozen=True)
+class Reserve:
+    """A reserved-inference probe's ``reserve`` (:class:`~pytest_hetero.matrix.document.ReserveDoc`), read once at
+    load with its defaults filled and its durations in seconds: the served ``model`` and the ``dataset`` its load
+    sends (None: the matrix's first), the serving Deployment's ``replicas`` and ``priority_class`` (None: none), the
+    floor of Ready replicas ``min_ready`` (every replica unless given), the ``burst`` (its pods' PriorityClass and
+    how many pods), the latency bound ``p95_ms`` and the ``max_error_rate`` allowed in a burst window (0 unless
+    given), each load window's length ``window_s`` and the burst's ``duration_s``."""
+
+    model: str
+    replicas: int
+    min_ready: int
+    burst: BurstDoc
+    p95_ms: float
+    window_s: float
+    duration_s: float
+    dataset: str | None = None
+    priority_class: str | None = None
+    max_error_rate: float = 0.0
+
+
+@dataclass(frozen=True)
 class GovernanceProbe:
     """An expected refusal on ``resource``'s pool (``kind`` one of :data:`PROBE_KINDS`), made as tenant
     ``acting_as`` (None: the gate's own identity). ``target``: the tenant probed (tenant-isolation);
@@ -312,9 +333,8 @@ class GovernanceProbe:
     reasons: tuple[str, ...] = ()
     timeout_s: float | None = None
     line: int = 0
-    reserve: dict[str, Any] = field(default_factory=dict)
-    """reserved-inference: the matrix's ``reserve`` mapping as written (durations as written; see
-    :mod:`pytest_hetero.layers.reserved` for how each key is read)."""
+    reserve: Reserve | None = None
+    """reserved-inference: its ``reserve``, defaults filled (None for the other kinds, which take none)."""
     # network-isolation: the target's Services probed (empty: all), addresses outside the allowed egress
     services: tuple[str, ...] = ()
     egress: tuple[str, ...] = ()
