@@ -383,10 +383,9 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
     serving = proto.serving
     assert serving.rollback is not None
     spec = serving.rollback
-    deploy = {k: str(v) for k, v in spec["deploy"].items()} if "deploy" in spec else serving.deploy
-    endpoint = spec.get("endpoint")  # None: the engine rolls deploy back instead
-    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=endpoint, deploy=deploy,
-                              rollback=None)
+    endpoint = spec.endpoint  # None: the engine rolls deploy back instead
+    old = dataclasses.replace(serving, version=spec.version, endpoint=endpoint,
+                              deploy=spec.deploy if spec.deploy is not None else serving.deploy, rollback=None)
     golden = _golden_rules(ctx)
     side_now: CurrentSide = {"endpoint": base, "version": serving.version,
                              "golden": evaluate(golden, current_outputs)}

@@ -34,7 +34,7 @@ from pytest_hetero.matrix.defaults import (
     complete,
     probe_spec,
 )
-from pytest_hetero.matrix.document import MatrixDoc, ReserveDoc
+from pytest_hetero.matrix.document import MatrixDoc, ReserveDoc, RollbackDoc
 from pytest_hetero.matrix.governance import Names, reserve_spec
 from pytest_hetero.matrix.model import (
     Auth,
@@ -49,6 +49,7 @@ from pytest_hetero.matrix.model import (
     Profile,
     Reserve,
     Resource,
+    Rollback,
     Serving,
     Tenant,
     Truth,
@@ -376,6 +377,14 @@ def _reserve(given: ReserveDoc | None) -> Reserve | None:
                    max_error_rate=float(r.get("max_error_rate", 0.0)))
 
 
+def _rollback(given: RollbackDoc | None) -> Rollback | None:
+    """A served model's ``rollback``: its version and deploy values as text, the endpoint None when absent."""
+    if given is None:
+        return None
+    return Rollback(version=str(given["version"]), endpoint=given.get("endpoint"),
+                    deploy={k: str(v) for k, v in given["deploy"].items()} if "deploy" in given else None)
+
+
 def _serving(raw: ServingSpec | None) -> Serving | None:
     if raw is None:
         return None
@@ -395,7 +404,7 @@ def _serving(raw: ServingSpec | None) -> Serving | None:
         endpoint=raw["endpoint"],
         deploy={k: str(v) for k, v in raw["deploy"].items()} if raw["deploy"] is not None else None,
         task=raw["task"], auth=Auth(**raw["auth"]), load=load,
-        rollback=raw["rollback"].copy() if raw["rollback"] is not None else None, options=dict(raw["options"]),
+        rollback=_rollback(raw["rollback"]), options=dict(raw["options"]),
         ready_timeout_s=parse_duration(raw["ready_timeout"]) if raw["ready_timeout"] is not None else None)
 
 

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
-from pytest_hetero.matrix.document import BurstDoc, ExpectDoc, MatrixDoc, RollbackDoc, TargetDoc, TolerationDoc
+from pytest_hetero.matrix.document import BurstDoc, ExpectDoc, MatrixDoc, TargetDoc, TolerationDoc
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
@@ -161,6 +161,17 @@ class LoadSettings:
 
 
 @dataclass(frozen=True)
+class Rollback:
+    """A served model's ``rollback`` (:class:`~pytest_hetero.matrix.document.RollbackDoc`): the previous ``version``,
+    the ``endpoint`` serving it (None: the engine switches ``deploy`` to it instead) and the object to switch
+    (``deploy``, values as text; None: the serving's own ``deploy``)."""
+
+    version: str
+    endpoint: str | None = None
+    deploy: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
 class Serving:
     """An online inference service the model version is served by (``spec.models[].serving``).
 
@@ -170,7 +181,7 @@ class Serving:
     object behind it (``{"kind": "Deployment"|"Service"|"InferenceService", "name", "namespace"?}``).
     ``version`` is the version the service must report (the model's version unless given). ``auth``:
     :class:`Auth`; ``load``: :class:`LoadSettings` (durations already in seconds, defaults filled);
-    ``rollback``: ``{"version", "endpoint"? , "deploy"?}`` or None; ``options``: protocol options;
+    ``rollback``: :class:`Rollback` or None; ``options``: protocol options;
     ``ready_timeout_s``: seconds the endpoint may take to become ready (None: the startup timeout).
     """
 
@@ -182,7 +193,7 @@ class Serving:
     task: str = ""
     auth: Auth = field(default_factory=Auth)
     load: LoadSettings = field(default_factory=LoadSettings)
-    rollback: RollbackDoc | None = None
+    rollback: Rollback | None = None
     options: dict[str, Any] = field(default_factory=dict)
     ready_timeout_s: float | None = None
 
