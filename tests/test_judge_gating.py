@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from support import REPO, evidence_of, matrix_text
 
-from pytest_hetero.judge.verdict import Gate, gating, not_applicable
+from pytest_hetero.judge.model import FailureDict
+from pytest_hetero.judge.verdict import DependencyOutcome, Gate, gating, not_applicable
+from pytest_hetero.vocab import Layer
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
 # folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
@@ -19,20 +21,30 @@ pytestmark = pytest.mark.usefixtures("outside_inputs")
 GATED = {"blocked", "not_run", "not_applicable"}
 
 
+def _failure(layer: Layer, message: str, nodes: list[str] | None = None) -> FailureDict:
+    failure: FailureDict = {"layer": layer, "category": "c", "message": message, "owner": "team"}
+    if nodes is not None:
+        failure["nodes"] = nodes
+    return failure
+
+
 def test_the_judge_words_every_gate() -> None:
-    model = {"nodeid": "m::cpu::py::a@d::model", "status": "failed", "blocked_by": None, "reason": None,
-             "failure": {"message": "entrypoint program not found: /x\nmore"}}
+    model: DependencyOutcome = {
+        "nodeid": "m::cpu::py::a@d::model", "layer": "model", "status": "failed", "blocked_by": None, "reason": None,
+        "failure": _failure("model", "entrypoint program not found: /x\nmore")}
     assert gating("business", "m::cpu::py::a@d::model", model) == Gate(
         "blocked", "blocked by m::cpu::py::a@d::model: entrypoint program not found: /x", "m::cpu::py::a@d::model")
-    blocked = {"nodeid": "m::cpu::startup", "status": "blocked", "blocked_by": "m::cpu::discovery",
-               "reason": "blocked by m::cpu::discovery: no driver", "failure": None}
+    blocked: DependencyOutcome = {"nodeid": "m::cpu::startup", "layer": "startup", "status": "blocked",
+                                  "blocked_by": "m::cpu::discovery", "reason": "blocked by m::cpu::discovery: no driver",
+                                  "failure": None}
     assert gating("model", "m::cpu::startup", blocked) == Gate(
         "blocked", "blocked by m::cpu::discovery: no driver", "m::cpu::discovery")
     assert gating("business", "m::a@d::model", None) == Gate(
         "not_run", "not_run: it judges the outputs of m::a@d::model, which did not run in this session; "
                    "select the model item too")
     assert gating("model", "m::cpu::py::startup", None) is None
-    skipped = {"nodeid": "x", "status": "not_applicable", "blocked_by": None, "reason": "n/a", "failure": None}
+    skipped: DependencyOutcome = {"nodeid": "x", "layer": "model", "status": "not_applicable", "blocked_by": None,
+                                  "reason": "n/a", "failure": None}
     assert gating("business", "x", skipped) == Gate(
         "not_applicable", "not applicable: it judges the outputs of x, which is not applicable")
     assert gating("model", "x", skipped) is None
@@ -43,16 +55,16 @@ def test_the_judge_words_every_gate() -> None:
 def test_a_discovery_failed_on_some_nodes_only_blocks_nothing_above_it() -> None:
     """A node-scoped discovery failure (its failure names the nodes; node-level coverage, the other nodes passed)
     lets the pool's higher items run; the same failure for the whole pool, or a node list on another layer, blocks."""
-    scoped = {"nodeid": "m::gpu::discovery", "layer": "discovery", "status": "failed", "blocked_by": None,
-              "reason": None, "failure": {"message": "discovery failed on 1 of 4 node(s) of pool gpu (n3; …",
-                                          "nodes": ["n3"]}}
+    scoped: DependencyOutcome = {
+        "nodeid": "m::gpu::discovery", "layer": "discovery", "status": "failed", "blocked_by": None, "reason": None,
+        "failure": _failure("discovery", "discovery failed on 1 of 4 node(s) of pool gpu (n3; …", ["n3"])}
     assert gating("scheduling", "m::gpu::discovery", scoped) is None
-    whole = {**scoped, "failure": {"message": "node n3: allocatable 7 < capacity 8"}}
+    whole: DependencyOutcome = {**scoped, "failure": _failure("discovery", "node n3: allocatable 7 < capacity 8")}
     assert gating("scheduling", "m::gpu::discovery", whole) == Gate(
         "blocked", "blocked by m::gpu::discovery: node n3: allocatable 7 < capacity 8", "m::gpu::discovery")
-    elsewhere = {**scoped, "nodeid": "m::gpu::py::startup", "layer": "startup"}
+    elsewhere: DependencyOutcome = {**scoped, "nodeid": "m::gpu::py::startup", "layer": "startup"}
     assert gating("model", "m::gpu::py::startup", elsewhere) is not None
-    errored = {**scoped, "status": "error"}
+    errored: DependencyOutcome = {**scoped, "status": "error"}
     assert gating("scheduling", "m::gpu::discovery", errored) is not None
 
 

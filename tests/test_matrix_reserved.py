@@ -17,6 +17,7 @@ from pytest_hetero.backends.kubernetes.reserved import settings
 from pytest_hetero.errors import MatrixInvalid
 from pytest_hetero.matrix import load_matrix
 from pytest_hetero.matrix.expand import expand
+from pytest_hetero.matrix.model import Reserve
 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
@@ -47,8 +48,9 @@ def probe(**reserve: Any) -> dict[str, Any]:
 def test_a_reserved_inference_probe_loads_with_its_defaults_and_expands_to_a_scheduling_item(tmp_path: Path) -> None:
     matrix = load_matrix(write(tmp_path, [probe(window="500ms")]))
     [p] = matrix.probes
-    assert (p.kind, p.resource, p.acting_as, p.reserve["model"]) == ("reserved-inference", "cpu-host", None,
-                                                                    "digits-service")
+    assert (p.kind, p.resource, p.acting_as, p.reserve) == ("reserved-inference", "cpu-host", None, Reserve(
+        model="digits-service", replicas=2, min_ready=2, burst={"priority_class": "training", "pods": 4}, p95_ms=250.0,
+        window_s=0.5, duration_s=20.0, priority_class="inference-critical"))
     assert settings(p) == {"model": "digits-service", "dataset": None, "priority_class": "inference-critical",
                            "replicas": 2, "min_ready": 2, "burst": {"priority_class": "training", "pods": 4},
                            "p95_ms": 250.0, "max_error_rate": 0.0, "window_s": 0.5, "duration_s": 20.0}

@@ -5,6 +5,7 @@ the verdict is error ``probe_not_run`` naming the window and the error, never a 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -14,7 +15,11 @@ from pytest_hetero.backends.kubernetes.reserved import Watcher
 from pytest_hetero.backends.protocol import ReserveBurst, ReserveReport, ReserveServing, ReserveWindow
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
 from pytest_hetero.layers.reserved import judge
-from pytest_hetero.matrix.model import GovernanceProbe
+from pytest_hetero.matrix.model import GovernanceProbe, Reserve
+
+RESERVE = Reserve(model="m", replicas=2, min_ready=2, burst={"priority_class": "training", "pods": 4}, p95_ms=100.0,
+                  window_s=2.0, duration_s=20.0)
+"""A probe's reserve as the matrix loads it (floor: every replica)."""
 
 
 def _closed_port_api() -> client.ApiClient:
@@ -51,8 +56,7 @@ def test_a_burst_window_without_a_listing_of_the_serving_pods_is_not_a_floor_tha
         "unserved": False}
     assert window["ready_min"] is None
     report = ReserveReport(serving=_serving(watcher.errors), burst=_burst(), windows=[window])
-    probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve={
-        "model": "m", "replicas": 2, "burst": {"priority_class": "training", "pods": 4}, "p95_ms": 100})
+    probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve=RESERVE)
     with pytest.raises(LayerBroken) as info:
         judge(None, probe, report)  # type: ignore[arg-type]  # judge reads only the probe and the report
     assert info.value.category == "probe_not_run"
@@ -64,8 +68,7 @@ def test_a_burst_window_without_a_listing_of_the_serving_pods_is_not_a_floor_tha
 def test_a_long_burst_window_without_a_listing_is_unobserved_even_without_a_watch_error() -> None:
     """No error noted, yet a 2 s window with no listing (a watcher starved or stopped): unobserved; a last window
     of 0.5 s between two listings 0.5 s apart is not held against the probe."""
-    probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve={
-        "model": "m", "replicas": 2, "burst": {"priority_class": "training", "pods": 4}, "p95_ms": 100})
+    probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve=RESERVE)
 
     def window(start: float, end: float, ready: int | None) -> ReserveWindow:
         return {"phase": "burst", "from_s": start, "to_s": end, "endpoints": ["x-1"], "ready_min": ready,
@@ -85,9 +88,8 @@ def test_a_long_burst_window_without_a_listing_is_unobserved_even_without_a_watc
 def test_a_burst_window_where_nothing_succeeded_is_not_within_the_latency_bound() -> None:
     """``max_error_rate: 1`` (the schema's maximum) lets every request of a window fail; its p95 is then not
     measured (None) and was skipped, so a service that answered nothing during the burst passed the bound."""
-    probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve={
-        "model": "m", "replicas": 2, "burst": {"priority_class": "training", "pods": 4}, "p95_ms": 100,
-        "max_error_rate": 1})
+    probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve=dataclasses.replace(
+        RESERVE, max_error_rate=1.0))
     window: ReserveWindow = {"phase": "burst", "from_s": 0.0, "to_s": 2.0, "endpoints": ["x-1", "x-2"], "ready_min": 2,
                              "requests": 4, "ok": 0, "errors": 4, "error_rate": 1.0, "status_counts": {"503": 4},
                              "p50_ms": None, "p95_ms": None, "max_ms": None, "first_error": "HTTP 503",

@@ -315,6 +315,17 @@ class Taint(TypedDict, total=False):
     timeAdded: str
 
 
+class NodeCondition(TypedDict):
+    """One condition of a node as :class:`NodeFacts` keeps it: the Kubernetes ``NodeCondition`` fields ``type``,
+    ``status``, ``reason``, ``message`` and ``lastTransitionTime``, each written (None where the API left one out)."""
+
+    type: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+    lastTransitionTime: str | None
+
+
 class NodeFacts(TypedDict):
     """What evidence keeps of one node of a pool (:attr:`NodePool.nodes`; every key written by the engine):
     ``ready`` the Ready condition's status (``Unknown`` without one) with its ``ready_reason`` and
@@ -327,7 +338,7 @@ class NodeFacts(TypedDict):
     ready: str
     ready_reason: str | None
     ready_message: str | None
-    conditions: NotRequired[list[dict[str, str | None]]]
+    conditions: NotRequired[list[NodeCondition]]
     """Every condition but Ready: its ``type``, ``status``, ``reason``, ``message``, ``lastTransitionTime``
     (Kubernetes ``NodeCondition`` fields, each key written; None where the API left one out). A third
     party's engine may leave ``conditions`` and ``resource_version`` out (``tests/test_extension.py``'s does)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pytest_hetero.judge.failures import FailureStatus, owner_category, status_of
 from pytest_hetero.judge.model import Cause, Failure
@@ -19,6 +19,7 @@ from pytest_hetero.vocab import BLOCKING, OWNER_CATEGORIES, Layer, OwnerCategory
 if TYPE_CHECKING:
     from pytest_hetero.bundle.baseline import GateResult
     from pytest_hetero.evidence.document import SelectionCounts
+    from pytest_hetero.judge.model import FailureDict
     from pytest_hetero.matrix.model import Matrix
 
 Verdict = Literal["pass", "fail", "not_clean", "incomplete"]
@@ -27,6 +28,19 @@ Verdict = Literal["pass", "fail", "not_clean", "incomplete"]
 
 GateStatus = Literal["blocked", "not_run", "not_applicable"]
 """The status of an item that does not run its check (gating)."""
+
+
+class DependencyOutcome(TypedDict):
+    """What gating reads of a dependency's evidence: its ``nodeid``, ``layer``, ``status``, the root failure it was
+    ``blocked_by``, the ``reason`` of a gated status and its ``failure`` (None where it has none). An item's
+    :class:`~pytest_hetero.evidence.document.ItemDict` and the slim evidence its report keeps are both one."""
+
+    nodeid: str
+    layer: Layer
+    status: Status
+    blocked_by: str | None
+    reason: str | None
+    failure: FailureDict | None
 
 
 @dataclass(frozen=True)
@@ -39,11 +53,11 @@ class Gate:
     blocked_by: str | None = None
 
 
-def gating(layer: Layer, dependency: str | None, outcome: Mapping[str, Any] | None) -> Gate | None:
+def gating(layer: Layer, dependency: str | None, outcome: DependencyOutcome | None) -> Gate | None:
     """Whether an item of ``layer`` runs, given its dependency (``dependency``: its claim id, or the
     planned ``depends_on`` joined with ``::`` when it was not collected; None for a root item) and that
-    dependency's evidence in this session (``outcome``: the evidence dict, at least ``nodeid``, ``status``,
-    ``blocked_by``, ``reason``, ``failure``; None when it did not run here).
+    dependency's evidence in this session (``outcome``: its finished evidence dict, or what its report kept of it;
+    None when it did not run here).
 
     None: run the check. ``not_run``: a business item whose model item did not run in this session
     (nothing of this session to judge, never an error of business); ``not_applicable``: a business item
@@ -61,19 +75,21 @@ def gating(layer: Layer, dependency: str | None, outcome: Mapping[str, Any] | No
     if status not in BLOCKING or _failed_on_some_nodes(outcome):
         return None
     root = str(outcome["blocked_by"] or outcome["nodeid"])
+    failure = outcome["failure"]
     short = str(outcome["reason"] if status == "blocked"
-                else (outcome["failure"] or {}).get("message", status)).split("\n")[0]
+                else failure["message"] if failure else status).split("\n")[0]
     short = short.split(": ", 1)[1] if short.startswith("blocked by ") else short
     return Gate("blocked", f"blocked by {root}: {short[:160]}", root)
 
 
-def _failed_on_some_nodes(outcome: Mapping[str, Any]) -> bool:
+def _failed_on_some_nodes(outcome: DependencyOutcome) -> bool:
     """True when ``outcome`` is a discovery item that failed on some nodes of a pool with node-level coverage only
     (its failure names those ``nodes``; the others passed, its ``discovery.nodes`` record says which): the pool's
     higher items run, on those nodes' behalf; the failed nodes keep discovery's failure in every status
     (:mod:`pytest_hetero.status.compute`)."""
-    failure = outcome.get("failure") or {}
-    return outcome.get("layer") == "discovery" and outcome["status"] == "failed" and bool(failure.get("nodes"))
+    failure = outcome["failure"]
+    return (outcome["layer"] == "discovery" and outcome["status"] == "failed" and failure is not None
+            and bool(failure.get("nodes")))
 
 
 def not_applicable(message: str) -> Gate:

@@ -32,7 +32,7 @@ def _judging(check: Callable[[LayerContext], None]) -> Callable[[LayerContext], 
             # the workload the failed action created held (or was denied) resources: the ledger's waste
             # a third party's fault may skip EngineFault.__init__
             held: UsageFacts = getattr(fault, "usage", None) or UsageFacts()
-            usage.record(ctx, held, held.get("outcome") or "failed", run=ctx.layer == "model")
+            usage.record_failed(ctx, held, run=ctx.layer == "model")
             raise outcome_of(fault) from None
 
     run.__doc__ = check.__doc__

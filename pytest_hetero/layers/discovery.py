@@ -492,7 +492,7 @@ def node_health_differences(resource: Resource, facts: NodeFacts,
             continue
         if judged is None and is_status_key(kind):  # the gate's own published status: True means validated
             continue
-        why = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
+        why = ": ".join(str(text) for text in (cond["reason"], cond["message"]) if text)
         out.append({"node": node, "code": "node_condition", "field": f"conditions[{kind}]", "expected": "False",
                     "observed": "True",
                     "message": f"node {node}: condition {kind}=True" + (f" ({why})" if why else "")})

@@ -137,7 +137,7 @@ def _judge_node(ctx: LayerContext, node: str, answer: Started | EngineFault) -> 
 
     placed = _placed_on(ctx, node)
     if isinstance(answer, EngineFault):
-        usage.record(ctx, answer.usage, answer.usage.get("outcome") or "failed")
+        usage.record_failed(ctx, answer.usage)
         fault = outcome_of(answer)
         _record(ctx, node, fault, ["scheduling"] if placed else [], None, None)
         return fault

@@ -45,7 +45,7 @@ import httpx
 from pytest_hetero.backends.protocol import Measure, ReserveReport, WindowStats
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
-from pytest_hetero.layers.serving import REQUEST_TIMEOUT_S, protocol_for, serving_request
+from pytest_hetero.layers.serving import protocol_for, serving_request
 from pytest_hetero.matrix.acceptance import percentile
 from pytest_hetero.matrix.model import GovernanceProbe
 from pytest_hetero.serving.load import TRANSPORT_ERROR, run_level
@@ -95,11 +95,11 @@ def check(ctx: LayerContext, probe: GovernanceProbe) -> None:
     engine's Unsupported (not applicable) where it has no pool priorities, LayerBroken ``bad_dataset`` for
     inputs that cannot be read."""
     r = probe.reserve
-    model = next(m for m in ctx.matrix.models if m.name == r["model"])
+    assert r is not None  # the matrix check requires reserve of a reserved-inference probe  # noqa: S101
+    model = next(m for m in ctx.matrix.models if m.name == r.model)
     serving = model.serving
     assert serving is not None  # the matrix check requires a served model  # noqa: S101
-    dataset = next(d for d in ctx.matrix.datasets if d.name == r["dataset"]) if r.get("dataset") \
-        else ctx.matrix.datasets[0]
+    dataset = next(d for d in ctx.matrix.datasets if d.name == r.dataset) if r.dataset else ctx.matrix.datasets[0]
     proto = protocol_for(ctx, serving)
     try:
         samples = read_samples(dataset.path)
@@ -107,7 +107,7 @@ def check(ctx: LayerContext, probe: GovernanceProbe) -> None:
         raise LayerBroken(f"dataset {dataset.name}: {exc}", "bad_dataset") from None
     request = dataclasses.replace(serving_request(ctx, serving, proto), token=None)  # the probe's own Deployment
     load = measure(proto.prepare(samples, 1), {"Content-Type": "application/json"},
-                   float(serving.load.get("request_timeout_s", REQUEST_TIMEOUT_S)))
+                   serving.load.request_timeout_s)
     report = ctx.backend.reserve_inference(ctx, probe, request, load)
     record(ctx, report)
     for facts in report.usage:  # the run-wide ledger counts the probe's pods, as the other probes' workloads
@@ -133,8 +133,8 @@ def record(ctx: LayerContext, report: ReserveReport) -> None:
 def judge(ctx: LayerContext, probe: GovernanceProbe, report: ReserveReport) -> None:
     """Raise the first thing that went against the reservation (module docstring); return when it held."""
     r = probe.reserve
-    floor = int(r.get("min_ready", r["replicas"]))
-    bound, allowed = float(r["p95_ms"]), float(r.get("max_error_rate", 0.0))
+    assert r is not None  # the matrix check requires reserve of a reserved-inference probe  # noqa: S101
+    floor, bound, allowed = r.min_ready, r.p95_ms, r.max_error_rate
     serving_class, burst_class = report.serving["priority_class"], report.burst["priority_class"]
     cls = (serving_class["name"] if serving_class else None) or "no PriorityClass"
     burst_cls = burst_class["name"] if burst_class else None
@@ -142,7 +142,7 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, report: ReserveReport) -> N
     if report.victims:
         first = report.victims[0]
         raise LayerFailed(
-            f"the training burst ({burst_cls}) removed {len(report.victims)} of {r['replicas']} serving replica(s) "
+            f"the training burst ({burst_cls}) removed {len(report.victims)} of {r.replicas} serving replica(s) "
             f"of {report.serving['deployment']} ({cls}): " + "; ".join(
                 f"{v['pod']} at {v['at_s']} s" + (f" for {v['by']}" if v["by"] else "") for v in report.victims)
             + f" (first seen: {first['evidence'][0]})", "serving_floor_broken")

@@ -42,7 +42,7 @@ from pytest_hetero.errors import CaseError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.layers.usage import record as record_usage
 from pytest_hetero.matrix.acceptance import AcceptanceRule, evaluate, load_rules
-from pytest_hetero.matrix.model import Model, Serving
+from pytest_hetero.matrix.model import DEFAULT_REQUEST_TIMEOUT_S, Model, Serving
 from pytest_hetero.probes.usage import Sampler, sampling, unavailable
 from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, LevelSummary, run_levels, summarise
 from pytest_hetero.serving.protocol import (
@@ -56,7 +56,9 @@ from pytest_hetero.serving.protocol import (
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import RuleResult
 
-REQUEST_TIMEOUT_S = 10.0
+REQUEST_TIMEOUT_S = DEFAULT_REQUEST_TIMEOUT_S
+"""Seconds one request to the service may take (readiness, identity, auth, rollback checks; the load's own is
+``serving.load.request_timeout``)."""
 REFUSED = (401, 403)
 
 
@@ -79,7 +81,7 @@ def protocol_for(ctx: LayerContext, serving: Serving) -> ServingProtocol:
 def serving_request(ctx: LayerContext, serving: Serving, proto: ServingProtocol) -> ServingRequest:
     """What the engine is asked to serve for ``serving`` (its ``deploy``; the bearer token from
     ``auth.token_env`` when set; ready within ``ready_timeout``, default the layer timeout)."""
-    var = serving.auth.get("token_env")
+    var = serving.auth.token_env
     return ServingRequest(deploy=dict(serving.deploy or {}), model_name=serving.model_name,
                           version=serving.version, ready_path=proto.ready_path,
                           token=os.environ.get(var) or None if var else None,
@@ -101,7 +103,7 @@ def endpoint_of(ctx: LayerContext, serving: Serving, proto: ServingProtocol) -> 
 
 def auth_headers(serving: Serving) -> dict[str, str]:
     """``Authorization: Bearer <$token_env>`` when the matrix names a token variable; LayerFailed if unset."""
-    var = serving.auth.get("token_env")
+    var = serving.auth.token_env
     if not var:
         return {}
     token = os.environ.get(var)
@@ -179,8 +181,8 @@ def verify_identity(ctx: LayerContext, proto: ServingProtocol, base: str, header
 def verify_auth(ctx: LayerContext, proto: ServingProtocol, base: str) -> None:
     """When ``auth.protected``: an unauthenticated metadata request must be refused (401/403)."""
     serving = proto.serving
-    token_env = serving.auth.get("token_env")  # the matrix may name none
-    if not serving.auth.get("protected", False):
+    token_env = serving.auth.token_env  # the matrix may name none
+    if not serving.auth.protected:
         ctx.record("serving.auth", protected=False, token_env=token_env)
         return
     path = proto.metadata_path()
@@ -281,10 +283,10 @@ def execute(ctx: LayerContext) -> None:
     except (OSError, ValueError) as exc:
         raise LayerFailed(f"dataset {dataset.name}: {exc}", "bad_dataset") from None
     load = serving.load
-    levels = list(load.get("concurrency", [1]))
-    requests = proto.prepare(samples, int(load.get("batch", 1)))
-    count = load.get("requests", None if "duration_s" in load else len(requests))
-    deadline = min(float(load.get("duration_s", ctx.timeout_s)), ctx.timeout_s / len(levels))
+    levels = list(load.concurrency)
+    requests = proto.prepare(samples, load.batch)
+    count = load.requests if load.requests is not None else None if load.duration_s is not None else len(requests)
+    deadline = min(load.duration_s if load.duration_s is not None else ctx.timeout_s, ctx.timeout_s / len(levels))
     progress: Callable[[str], None] | None = None
     if ctx.progress is not None:
         show, label = ctx.progress, f"{serving.model_name}@{serving.version}"
@@ -295,7 +297,7 @@ def execute(ctx: LayerContext) -> None:
         progress = prefixed
     with load_sampling(ctx, base) as sampler:
         results = run_levels(base, requests, levels, count, deadline, headers,
-                             float(load.get("request_timeout_s", REQUEST_TIMEOUT_S)), progress)
+                             load.request_timeout_s, progress)
     ctx.record("serving.usage", endpoint=base, **(sampler.result() if sampler else unavailable(
         f"the service at {base} does not run on this host: its device is not sampled from here")))
     answers: dict[int, Answer] = {}
@@ -381,10 +383,9 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
     serving = proto.serving
     assert serving.rollback is not None
     spec = serving.rollback
-    deploy = {k: str(v) for k, v in spec["deploy"].items()} if "deploy" in spec else serving.deploy
-    endpoint = spec.get("endpoint")  # None: the engine rolls deploy back instead
-    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=endpoint, deploy=deploy,
-                              rollback=None)
+    endpoint = spec.endpoint  # None: the engine rolls deploy back instead
+    old = dataclasses.replace(serving, version=spec.version, endpoint=endpoint,
+                              deploy=spec.deploy if spec.deploy is not None else serving.deploy, rollback=None)
     golden = _golden_rules(ctx)
     side_now: CurrentSide = {"endpoint": base, "version": serving.version,
                              "golden": evaluate(golden, current_outputs)}

@@ -62,6 +62,13 @@ def record(ctx: LayerContext, facts: UsageFacts | None, outcome: str | None = No
                idle_s=None if gap is None else round(gap, 3), open="released" in missing)
 
 
+def record_failed(ctx: LayerContext, facts: UsageFacts, run: bool = False) -> None:
+    """Record the workload of an action that failed (an :class:`~pytest_hetero.backends.protocol.EngineFault`'s
+    ``usage``: it held, or was denied, what it asked for) as :func:`record` does, its outcome the engine's when it
+    gave one (``refused``), else ``failed``."""
+    record(ctx, facts, facts.get("outcome") or "failed", run=run)
+
+
 def _key(ctx: LayerContext, parts: tuple[str, ...], run: int) -> str:
     return "::".join(ctx.scope + parts) + f"#run_time{run}"
 

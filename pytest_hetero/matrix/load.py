@@ -34,9 +34,10 @@ from pytest_hetero.matrix.defaults import (
     complete,
     probe_spec,
 )
-from pytest_hetero.matrix.document import MatrixDoc
-from pytest_hetero.matrix.governance import Names
+from pytest_hetero.matrix.document import MatrixDoc, ReserveDoc, RollbackDoc
+from pytest_hetero.matrix.governance import Names, reserve_spec
 from pytest_hetero.matrix.model import (
+    Auth,
     Coverage,
     Dataset,
     Dimension,
@@ -47,7 +48,9 @@ from pytest_hetero.matrix.model import (
     Matrix,
     Model,
     Profile,
+    Reserve,
     Resource,
+    Rollback,
     Serving,
     Tenant,
     Truth,
@@ -357,27 +360,50 @@ def _model_problems(model: ModelSpec, path: tuple[Any, ...], pos: Positions, fil
     return problems
 
 
+def _reserve(given: ReserveDoc | None) -> Reserve | None:
+    """A reserved-inference probe's ``reserve`` with its defaults (window, duration, min_ready:
+    :func:`~pytest_hetero.matrix.governance.reserve_spec`; no dataset or serving PriorityClass, error rate 0) and
+    its durations in seconds."""
+    if given is None:
+        return None
+    r = reserve_spec(given)
+    return Reserve(model=r["model"], replicas=int(r["replicas"]), min_ready=int(r["min_ready"]),
+                   burst={"priority_class": str(r["burst"]["priority_class"]), "pods": int(r["burst"]["pods"])},
+                   p95_ms=float(r["p95_ms"]), window_s=parse_duration(r["window"]),
+                   duration_s=parse_duration(r["duration"]),
+                   dataset=r.get("dataset"),
+                   priority_class=r.get("priority_class"),
+                   max_error_rate=float(r.get("max_error_rate", 0.0)))
+
+
+def _rollback(given: RollbackDoc | None) -> Rollback | None:
+    """A served model's ``rollback``: its version and deploy values as text, the endpoint None when absent."""
+    if given is None:
+        return None
+    return Rollback(version=str(given["version"]), endpoint=given.get("endpoint"),
+                    deploy={k: str(v) for k, v in given["deploy"].items()} if "deploy" in given else None)
+
+
 def _serving(raw: ServingSpec | None) -> Serving | None:
     if raw is None:
         return None
-    given = raw["load"]
-    load: LoadSettings = {}
+    given, load = raw["load"], LoadSettings()
     if "concurrency" in given:
-        load["concurrency"] = given["concurrency"]
+        load = replace(load, concurrency=tuple(given["concurrency"]))
     if "requests" in given:
-        load["requests"] = given["requests"]
+        load = replace(load, requests=given["requests"])
     if "duration" in given:
-        load["duration_s"] = parse_duration(given["duration"])
+        load = replace(load, duration_s=parse_duration(given["duration"]))
     if "batch" in given:
-        load["batch"] = given["batch"]
+        load = replace(load, batch=given["batch"])
     if "request_timeout" in given:
-        load["request_timeout_s"] = parse_duration(given["request_timeout"])
+        load = replace(load, request_timeout_s=parse_duration(given["request_timeout"]))
     return Serving(
         protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw["version"]),
         endpoint=raw["endpoint"],
         deploy={k: str(v) for k, v in raw["deploy"].items()} if raw["deploy"] is not None else None,
-        task=raw["task"], auth=raw["auth"].copy(), load=load,
-        rollback=raw["rollback"].copy() if raw["rollback"] is not None else None, options=dict(raw["options"]),
+        task=raw["task"], auth=Auth(**raw["auth"]), load=load,
+        rollback=_rollback(raw["rollback"]), options=dict(raw["options"]),
         ready_timeout_s=parse_duration(raw["ready_timeout"]) if raw["ready_timeout"] is not None else None)
 
 
@@ -529,7 +555,7 @@ def _build(data: MatrixDoc, spec: Spec, path: Path, raw: bytes, pos: Positions, 
         above={k: str(v) for k, v in x["above"].items()}, high=x["high"], low=x["low"],
         reasons=tuple(x["expect"].get("reasons", ())),
         timeout_s=parse_duration(x["timeout"]) if x["timeout"] is not None else None,
-        line=line("spec", "governance", "probes", i), reserve=dict(x["reserve"] or {}),
+        line=line("spec", "governance", "probes", i), reserve=_reserve(x["reserve"]),
         services=_strings(x["services"]), egress=_strings(x["egress"]), claims=_strings(x["claims"]),
         secrets=_strings(x["secrets"]), pull_secrets=_strings(x["pull_secrets"]))
         for i, x in enumerate(map(probe_spec, gov["probes"])))

@@ -11,14 +11,13 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from pytest_hetero.matrix.document import (
-    AuthDoc,
+    BurstDoc,
     ExpectDoc,
     MatrixDoc,
     ResourceType,
-    RollbackDoc,
     TargetDoc,
     TaskType,
     TolerationDoc,
@@ -147,20 +146,44 @@ class Image:
     line: int = 0
 
 
-def _no_auth() -> AuthDoc:
-    return {}
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
+"""Seconds one request to a served model may take when ``serving.load.request_timeout`` is absent."""
 
 
-class LoadSettings(TypedDict, total=False):
-    """A served model's ``load`` (:class:`~pytest_hetero.matrix.document.LoadDoc`) with its durations parsed:
-    concurrency levels, requests per level, samples per request, and ``duration_s`` / ``request_timeout_s``
-    (seconds) for ``duration`` / ``request_timeout``; each key only when the matrix gives it."""
+@dataclass(frozen=True)
+class Auth:
+    """A served model's ``auth`` (:class:`~pytest_hetero.matrix.document.AuthDoc`) with its defaults: the
+    environment variable holding the bearer token (``token_env``; None: the matrix names none) and whether the
+    endpoint must refuse a request without it (``protected``; False when absent)."""
 
-    concurrency: list[int]
-    requests: int
-    batch: int
-    duration_s: float
-    request_timeout_s: float
+    token_env: str | None = None
+    protected: bool = False
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """A served model's ``load`` (:class:`~pytest_hetero.matrix.document.LoadDoc`) with its durations parsed and
+    its defaults filled: the ``concurrency`` levels (``(1,)`` when absent), ``requests`` per level (None: as many as
+    the samples, or as many as fit in ``duration_s`` when that is given), samples per request (``batch``, 1),
+    ``duration_s`` per level (seconds; None: the layer timeout) and ``request_timeout_s`` (seconds,
+    :data:`DEFAULT_REQUEST_TIMEOUT_S` when absent)."""
+
+    concurrency: tuple[int, ...] = (1,)
+    requests: int | None = None
+    batch: int = 1
+    duration_s: float | None = None
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """A served model's ``rollback`` (:class:`~pytest_hetero.matrix.document.RollbackDoc`): the previous ``version``,
+    the ``endpoint`` serving it (None: the engine switches ``deploy`` to it instead) and the object to switch
+    (``deploy``, values as text; None: the serving's own ``deploy``)."""
+
+    version: str
+    endpoint: str | None = None
+    deploy: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -172,9 +195,8 @@ class Serving:
     may hold ``${VAR}`` / ``${VAR:-default}`` (expanded at run time); ``deploy`` names the Kubernetes
     object behind it (``{"kind": "Deployment"|"Service"|"InferenceService", "name", "namespace"?}``).
     ``version`` is the version the service must report (the model's version unless given). ``auth``:
-    ``{"token_env": VAR, "protected": bool}``; ``load``: ``{"concurrency": [int], "requests": int,
-    "duration_s": float, "batch": int, "request_timeout_s": float}`` (durations already in seconds);
-    ``rollback``: ``{"version", "endpoint"? , "deploy"?}`` or None; ``options``: protocol options;
+    :class:`Auth`; ``load``: :class:`LoadSettings` (durations already in seconds, defaults filled);
+    ``rollback``: :class:`Rollback` or None; ``options``: protocol options;
     ``ready_timeout_s``: seconds the endpoint may take to become ready (None: the startup timeout).
     """
 
@@ -184,9 +206,9 @@ class Serving:
     endpoint: str | None = None
     deploy: dict[str, str] | None = None
     task: str = ""
-    auth: AuthDoc = field(default_factory=_no_auth)
+    auth: Auth = field(default_factory=Auth)
     load: LoadSettings = field(default_factory=LoadSettings)
-    rollback: RollbackDoc | None = None
+    rollback: Rollback | None = None
     options: dict[str, Any] = field(default_factory=dict)
     ready_timeout_s: float | None = None
 
@@ -295,6 +317,27 @@ class Tenant:
 
 
 @dataclass(frozen=True)
+class Reserve:
+    """A reserved-inference probe's ``reserve`` (:class:`~pytest_hetero.matrix.document.ReserveDoc`), read once at
+    load with its defaults filled and its durations in seconds: the served ``model`` and the ``dataset`` its load
+    sends (None: the matrix's first), the serving Deployment's ``replicas`` and ``priority_class`` (None: none), the
+    floor of Ready replicas ``min_ready`` (every replica unless given), the ``burst`` (its pods' PriorityClass and
+    how many pods), the latency bound ``p95_ms`` and the ``max_error_rate`` allowed in a burst window (0 unless
+    given), each load window's length ``window_s`` and the burst's ``duration_s``."""
+
+    model: str
+    replicas: int
+    min_ready: int
+    burst: BurstDoc
+    p95_ms: float
+    window_s: float
+    duration_s: float
+    dataset: str | None = None
+    priority_class: str | None = None
+    max_error_rate: float = 0.0
+
+
+@dataclass(frozen=True)
 class GovernanceProbe:
     """An expected refusal on ``resource``'s pool (``kind`` one of :data:`PROBE_KINDS`), made as tenant
     ``acting_as`` (None: the gate's own identity). ``target``: the tenant probed (tenant-isolation);
@@ -316,9 +359,8 @@ class GovernanceProbe:
     reasons: tuple[str, ...] = ()
     timeout_s: float | None = None
     line: int = 0
-    reserve: dict[str, Any] = field(default_factory=dict)
-    """reserved-inference: the matrix's ``reserve`` mapping as written (durations as written; see
-    :mod:`pytest_hetero.layers.reserved` for how each key is read)."""
+    reserve: Reserve | None = None
+    """reserved-inference: its ``reserve``, defaults filled (None for the other kinds, which take none)."""
     # network-isolation: the target's Services probed (empty: all), addresses outside the allowed egress
     services: tuple[str, ...] = ()
     egress: tuple[str, ...] = ()

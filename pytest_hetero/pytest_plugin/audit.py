@@ -9,18 +9,51 @@ field manager (a client's name), not a user.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.errors import SettingsError
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument
-    from pytest_hetero.status.audit import ManagedObject
+    from pytest_hetero.status.audit import FileRead, ManagedObject
+    from pytest_hetero.vocab import Status
 
 MANAGED = "managed-fields"
 WHO_USER = "user: the authenticated identity the apiserver recorded (impersonation: the user acted as, 'via' who did)"
 WHO_MANAGER = ("manager: a field manager (the client's name, e.g. kubectl-patch), NOT a user; the last write per "
                "manager only, deleted objects unseen")
+
+
+AuditWindow = TypedDict("AuditWindow", {"from": str, "to": str, "bundle": str})
+"""The audited window: ``from`` (the baseline run's end) ``to`` (this session's start), UTC, and the baseline's
+``bundle`` label."""
+
+
+class LogSpan(TypedDict):
+    """The earliest and latest ``stageTimestamp`` of any event in the audit log (UTC; None: the log has none)."""
+
+    first: str | None
+    last: str | None
+
+
+class AuditRecord(TypedDict):
+    """The ``audit`` part of the change record (:func:`audited` writes every field; see there)."""
+
+    source: str
+    who: str
+    fallback: str | None
+    file: FileRead | None
+    problems: list[str]
+    window: AuditWindow
+    lines: int | None
+    torn_last_line: bool
+    log_span: LogSpan | None
+    covers_window: bool | None
+    outside: int
+    matrices: list[dict[str, Any]]
+    actors: list[str]
+    operator_in_log: bool | None
+    status: Status
 
 
 def _window(baseline: EvidenceDocument, started: str) -> tuple[Any, Any]:
@@ -36,7 +69,7 @@ def _window(baseline: EvidenceDocument, started: str) -> tuple[Any, Any]:
 
 def audited(settings: Any, plans: list[Any], baseline: EvidenceDocument | None, label: str,
             snapshots: list[dict[str, Any]], started: str, intended: list[str],
-            operator: object = None) -> dict[str, Any]:
+            operator: object = None) -> AuditRecord:
     """The ``audit`` part of the change record: ``{"source": "audit-log"|"managedFields", "who", "fallback",
     "file", "problems", "window": {"from", "to", "bundle"}, "lines", "torn_last_line", "log_span": {"first",
     "last"}, "covers_window" (:meth:`Window.covers`; None for managedFields), "outside",
@@ -47,6 +80,7 @@ def audited(settings: Any, plans: list[Any], baseline: EvidenceDocument | None, 
     SettingsError for an audit log that cannot be read (named file and line), or a cluster whose
     managedFields cannot be listed."""
     from pytest_hetero.judge.verdict import change_findings, change_record_status
+    from pytest_hetero.pytest_plugin.drift import cluster_of
     from pytest_hetero.status.audit import AuditLogError, Window, classify, managed_changes, read_audit_log
     from pytest_hetero.status.drift import baseline_snapshot
 
@@ -69,7 +103,7 @@ def audited(settings: Any, plans: list[Any], baseline: EvidenceDocument | None, 
     problems: list[str] = []
     out = []
     for matrix, _plan in kube:
-        namespace = settings.kube_namespace or matrix.target.get("namespace")
+        namespace = cluster_of(matrix, settings)[2]
         if fallback is not None:
             objects, missing = _managed(settings, matrix, namespace)
             window = managed_changes(objects, since, until)
@@ -99,10 +133,12 @@ def _managed(settings: Any, matrix: Any, namespace: str | None) -> tuple[list[Ma
     from pytest_hetero.backends.kubernetes.client import connect
     from pytest_hetero.backends.kubernetes.managed import managed_objects
     from pytest_hetero.backends.protocol import EngineFault
+    from pytest_hetero.pytest_plugin.drift import cluster_of
     from pytest_hetero.status.audit import DEVICE_CONFIG
 
     try:
-        api, default_ns, _ = connect(dict(matrix.target), settings.kube_context or matrix.target.get("context"))
+        target, context, _ = cluster_of(matrix, settings)
+        api, default_ns, _ = connect(target, context)
         return managed_objects(api, [n for n in (namespace, default_ns) if n],
                                lambda name: bool(DEVICE_CONFIG.search(name)))
     except (EngineFault, OSError, ValueError) as exc:
@@ -113,7 +149,7 @@ def _managed(settings: Any, matrix: Any, namespace: str | None) -> tuple[list[Ma
                             f"failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
-def summary_lines(audit: dict[str, Any]) -> list[str]:
+def summary_lines(audit: AuditRecord) -> list[str]:
     """The terminal summary of the audited change record: source, window, counts, each finding."""
     from pytest_hetero.status.audit import describe_change
 
@@ -121,9 +157,9 @@ def summary_lines(audit: dict[str, Any]) -> list[str]:
     lines = [f"audited changes ({audit['source']}; who is the {audit['who'].split(':')[0]}) from {window['from']} "
              f"({window['bundle']}) to {window['to']}: " + (audit["fallback"] + "; " if audit["fallback"] else "")
              + ("the log begins after the window starts (rotated?): earlier changes unseen; "
-                if audit.get("covers_window") is False else "")
+                if audit["covers_window"] is False else "")
              + f"status {audit['status']}"]
-    if audit.get("operator_in_log") is False:
+    if audit["operator_in_log"] is False:
         lines.append(f"  the declared operator is not among who changed the pools: {', '.join(audit['actors'])}")
     for part in audit["matrices"]:
         shown = [c for c in part["changes"] if c["pools"]]

@@ -66,10 +66,13 @@ class ClusterRecord:
                                         + (f"; not observed {c['not_observed']}" if c["not_observed"] else ""))
 
 
-def _target(matrix: Any, settings: Any) -> tuple[dict[str, Any], str | None, list[str]]:
+def cluster_of(matrix: Any, settings: Any) -> tuple[dict[str, Any], str | None, str | None]:
+    """The Kubernetes cluster a matrix's items reach, for the snapshot and the audit: its ``spec.target`` (a copy),
+    the kubeconfig context and the namespace (``--hetero-kube-context`` / ``--hetero-kube-namespace`` over the
+    target's ``context`` / ``namespace``; None: neither names one)."""
     target = dict(matrix.target)
-    namespace = settings.kube_namespace or target.get("namespace")
-    return target, settings.kube_context or target.get("context"), [namespace] if namespace else []
+    context = settings.kube_context or target.get("context")
+    return target, context, settings.kube_namespace or target.get("namespace")
 
 
 def _baseline(settings: Any) -> tuple[EvidenceDocument, str]:
@@ -120,7 +123,8 @@ def _prepare(settings: Any, plans: list[Any]) -> tuple[ClusterRecord, dict[str, 
         if (settings.backend or matrix.backend) != "kubernetes" or not settings.snapshot:
             continue
         try:
-            snap = snapshot_of_target(*_target(matrix, settings))
+            target, context, namespace = cluster_of(matrix, settings)
+            snap = snapshot_of_target(target, context, [namespace] if namespace else [])
         except (EngineFault, OSError, ValueError) as exc:
             raise SettingsError(f"--hetero-snapshot: cannot list the cluster of matrix {matrix.name}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - ApiException and transport errors: named, not a crash

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix, Resource
+    from pytest_hetero.pytest_plugin.audit import AuditRecord
 
 DRIVER_LABELS = re.compile(r"^(nvidia\.com/(cuda|gpu\.(driver|product|family|compute|machine)|cudnn|mig)"
                            r"|.*(driver|cann|toolkit|firmware|npu\.chip|ascend).*|accelerator)", re.IGNORECASE)
@@ -210,7 +211,7 @@ class ChangeImpact(ChangeRecord):
     observed: list[str] | None
     unintended: list[str] | None
     not_observed: list[str] | None
-    audit: NotRequired[dict[str, Any]]
+    audit: NotRequired[AuditRecord]
 
 
 def parse_change(value: str) -> ChangeRecord:

@@ -143,7 +143,8 @@ def test_lifecycle_taints_of_a_not_ready_node_are_not_named_twice() -> None:
     facts: NodeFacts = {"name": "n1", "resource_version": None, "ready": "False", "ready_reason": None,
              "ready_message": None, "labels": {}, "capacity": {}, "allocatable": {}, "simulated": False,
              "unschedulable": True, "conditions": [
-        {"type": "MemoryPressure", "status": "False"}, {"type": "DiskPressure", "status": "True", "reason": "Full"}],
+        {"type": "MemoryPressure", "status": "False", "reason": None, "message": None, "lastTransitionTime": None},
+        {"type": "DiskPressure", "status": "True", "reason": "Full", "message": None, "lastTransitionTime": None}],
         "taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
                    {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
                    {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"},

@@ -11,7 +11,7 @@ import pytest
 from pytest_hetero.errors import CaseError, MatrixInvalid
 from pytest_hetero.matrix.acceptance import AcceptanceRule, evaluate, load_rules
 from pytest_hetero.matrix.load import load_matrix
-from pytest_hetero.matrix.model import Serving
+from pytest_hetero.matrix.model import Auth, LoadSettings, Rollback, Serving
 from pytest_hetero.serving.oip import OpenInferenceProtocol
 from pytest_hetero.serving.openai import OpenAICompatible, _sse_text
 from pytest_hetero.serving.protocol import Sample, expand_endpoint, read_samples
@@ -161,9 +161,9 @@ def test_matrix_serving_model(tmp_path: Path) -> None:
     assert (model.entrypoint, model.sha256) == ((), "")
     assert model.serving == Serving(
         protocol="oip", model_name="digits", version="2.0.0", endpoint="${U:-http://127.0.0.1:1}", deploy=None,
-        task="", auth={"token_env": "TOK", "protected": True},
-        load={"concurrency": [1, 8], "duration_s": 2.0, "request_timeout_s": 0.5},
-        rollback={"version": "1.0.0", "endpoint": "http://127.0.0.1:2"}, options={}, ready_timeout_s=None)
+        task="", auth=Auth(token_env="TOK", protected=True),
+        load=LoadSettings(concurrency=(1, 8), duration_s=2.0, request_timeout_s=0.5),
+        rollback=Rollback(version="1.0.0", endpoint="http://127.0.0.1:2"), options={}, ready_timeout_s=None)
 
 
 def _problems(tmp_path: Path, text: str) -> list[str]:

@@ -29,7 +29,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     TerminatedState,
 )
 from pytest_hetero.backends.kubernetes.manifests import Container as ContainerJSON
-from pytest_hetero.backends.protocol import Taint
+from pytest_hetero.backends.protocol import NodeCondition, Taint
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Condition:
     message: str | None
     last_transition: str | None
 
-    def fields(self) -> dict[str, str | None]:
+    def fields(self) -> NodeCondition:
         """``{"type", "status", "reason", "message", "lastTransitionTime"}`` (API names, None when absent)."""
         return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message,
                 "lastTransitionTime": self.last_transition}

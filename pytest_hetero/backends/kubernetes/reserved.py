@@ -58,7 +58,6 @@ from pytest_hetero.backends.protocol import (
     UsageFacts,
     WindowStats,
 )
-from pytest_hetero.durations import parse_duration
 from pytest_hetero.matrix.model import GovernanceProbe, Image, Resource
 
 POLL_S = 0.5
@@ -108,11 +107,10 @@ def settings(probe: GovernanceProbe) -> ReserveSettings:
     first), ``priority_class`` (None), ``replicas``, ``min_ready`` (default replicas), ``burst`` (``priority_class``,
     ``pods``), ``p95_ms``, ``max_error_rate`` (0), ``window_s`` (2), ``duration_s`` (20)."""
     r = probe.reserve
-    return {"model": r["model"], "dataset": r.get("dataset"), "priority_class": r.get("priority_class"),
-            "replicas": int(r["replicas"]), "min_ready": int(r.get("min_ready", r["replicas"])),
-            "burst": {"priority_class": str(r["burst"]["priority_class"]), "pods": int(r["burst"]["pods"])},
-            "p95_ms": float(r["p95_ms"]), "max_error_rate": float(r.get("max_error_rate", 0.0)),
-            "window_s": parse_duration(r.get("window", "2s")), "duration_s": parse_duration(r.get("duration", "20s"))}
+    assert r is not None  # the matrix check requires reserve of a reserved-inference probe  # noqa: S101
+    return {"model": r.model, "dataset": r.dataset, "priority_class": r.priority_class, "replicas": r.replicas,
+            "min_ready": r.min_ready, "burst": {"priority_class": r.burst["priority_class"], "pods": r.burst["pods"]},
+            "p95_ms": r.p95_ms, "max_error_rate": r.max_error_rate, "window_s": r.window_s, "duration_s": r.duration_s}
 
 
 def priority_class(api: client.ApiClient, name: str | None) -> PriorityFacts | None:
