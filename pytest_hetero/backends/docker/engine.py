@@ -334,7 +334,7 @@ class DockerBackend(Backend):
                    security_opt=list(run.SECURITY_OPT), pids_limit=run.PIDS_LIMIT, root_filesystem="read-only",
                    tmpfs=dict(run.WORK_TMPFS),
                    mounts=mounts, environment=request.environment, state=state.state.document,
-                   allocated=place.allocated(state.host_config))
+                   allocated=state.host_config.allocated)
         self.ensure_running(ctx, workload, "after start")
         if alone is not None and (image_id, user) in s.user_started:
             return workload  # a process started as this user in a container of this image already: the same answer
