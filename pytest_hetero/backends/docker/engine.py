@@ -703,7 +703,7 @@ class DockerBackend(Backend):
             found = [Listed.parse(c, "Names", "Id")
                      for c in api.containers(all=True, filters={"label": f"{OWNER}={s.owner}"})]
             if s.settings.keep:
-                prefix = "" if s.local else f"DOCKER_HOST={s.conn.get('base_url')} "
+                prefix = "" if s.local else f"DOCKER_HOST={s.engine_url} "  # a remote engine's URL is always set
                 for c in found:
                     sys.stderr.write(f"pytest-hetero: kept container {c.name} "
                                      f"({c.labels.get(LABEL + 'resource')} × "
