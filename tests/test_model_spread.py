@@ -16,6 +16,7 @@ from support import matrix_text
 from pytest_hetero.backends.protocol import ActionFailed, ExecResult, NodeFacts
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread, ahead, mode, wanted
 from pytest_hetero.errors import MatrixError, SettingsError
+from pytest_hetero.layers.base import new_state
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
@@ -187,7 +188,7 @@ def test_runs_ahead_are_the_group_from_this_item_on(tmp_path: Path) -> None:
     group = [step(m, s, f"m{i}").planned for i in (1, 2, 3)]
     second = step(m, s, "m2")
     assert ahead(second) == [second.planned]  # no list from the glue: this item only
-    second.state = {"upcoming": group}  # type: ignore[attr-defined]  # as LayerContext.state carries it
+    second.state = {**new_state(), "upcoming": group}  # type: ignore[attr-defined]  # as LayerContext.state carries it
     assert ahead(second) == group[1:]
 
 
@@ -216,7 +217,7 @@ def test_runs_go_at_most_width_at_once_and_each_item_joins_its_own(tmp_path: Pat
     s = settings(tmp_path, {"--hetero-model-runs": "per-run", "--hetero-concurrency": 2})
     steps = [step(m, s, f"m{i}") for i in (1, 2, 3, 4)]
     for each in steps:
-        each.state = {"upcoming": [x.planned for x in steps]}  # type: ignore[attr-defined]  # as LayerContext's
+        each.state = {**new_state(), "upcoming": [x.planned for x in steps]}  # type: ignore[attr-defined]  # as LayerContext's
     lock, running, peak = threading.Lock(), [0], [0]
 
     def run(deferred: Deferred, width: int, queued: float) -> ExecResult:

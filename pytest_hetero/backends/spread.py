@@ -38,6 +38,7 @@ from pytest_hetero.matrix.expand import PlannedEntries
 from pytest_hetero.signals import quiet_thread
 
 if TYPE_CHECKING:
+    from pytest_hetero.layers.base import LayerState
     from pytest_hetero.matrix.expand import PlannedItem
     from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.settings import Settings
@@ -217,8 +218,10 @@ def ahead(step: Step) -> list[PlannedItem]:
     whole group's list, set by the pytest glue; narrowed by ``state["launchable"]()`` when the model layer set it, to
     the items whose inputs verify: :func:`pytest_hetero.layers.execution.launchable`, asked here, once per group);
     just ``step``'s when the glue gave none or it is not in it."""
-    state = getattr(step, "state", None) or {}
-    narrowed = state.get("launchable")
-    group = (narrowed() if narrowed is not None else state.get("upcoming")) or []
+    state: LayerState | None = getattr(step, "state", None)  # a LayerContext's, every key written; others have none
+    if state is None:
+        return [step.planned]
+    narrowed = state["launchable"]
+    group = (narrowed() if narrowed is not None else state["upcoming"]) or []
     at = next((i for i, p in enumerate(group) if p.parts == step.planned.parts), None)
     return [step.planned] if at is None else list(group[at:])

@@ -273,6 +273,28 @@ def parse_describe(text: str) -> list[Reason]:
     return reasons
 
 
+@dataclass(frozen=True)
+class Columns:
+    """The columns of a ``kubectl get`` table, from its header line (``LAST SEEN   TYPE   REASON …``): each
+    upper-case name (one or two words) with the character span its cells take, up to the next name's start (the
+    last column: to the line's end). kubectl aligns every row to its header, so a cell keeps its inner spaces."""
+
+    bounds: dict[str, tuple[int, int | None]]
+
+    @classmethod
+    def of(cls, header: str) -> Columns:
+        """The columns of ``header``."""
+        starts = [(m.start(), m.group(0)) for m in re.finditer(r"[A-Z]+(?: [A-Z]+)?", header)]
+        return cls({name: (start, starts[i + 1][0] if i + 1 < len(starts) else None)
+                    for i, (start, name) in enumerate(starts)})
+
+    def cell(self, line: str, name: str) -> str:
+        """The cell of column ``name`` in ``line``, stripped ("" when the header has no such column: tables differ
+        by kubectl version and flags, ``-A``, ``-o wide``)."""
+        start, end = self.bounds.get(name, (len(line), None))
+        return line[start:end].strip()
+
+
 def parse_events_table(text: str) -> list[Reason]:
     """Reasons from a ``kubectl get events`` table (plain, ``-A``, or ``-o wide``); Warning rows only.
 
@@ -283,21 +305,13 @@ def parse_events_table(text: str) -> list[Reason]:
     header = next((i for i, line in enumerate(lines) if re.search(r"\bREASON\b.*\bMESSAGE\b", line)), None)
     if header is None:
         return []
-    starts = [(m.start(), m.group(0)) for m in re.finditer(r"[A-Z]+(?: [A-Z]+)?", lines[header])]
-    bounds = {
-        name: (start, starts[i + 1][0] if i + 1 < len(starts) else None)
-        for i, (start, name) in enumerate(starts)
-    }
-
-    def cell(line: str, name: str) -> str:
-        start, end = bounds.get(name, (len(line), None))
-        return line[start:end].strip()
-
+    columns = Columns.of(lines[header])
     reasons: list[Reason] = []
     for line in lines[header + 1 :]:
-        if "Warning" not in cell(line, "TYPE") or not cell(line, "MESSAGE"):
+        if "Warning" not in columns.cell(line, "TYPE") or not columns.cell(line, "MESSAGE"):
             continue
-        reason, message, component = cell(line, "REASON"), cell(line, "MESSAGE"), cell(line, "SOURCE")
+        reason, message = columns.cell(line, "REASON"), columns.cell(line, "MESSAGE")
+        component = columns.cell(line, "SOURCE")
         found = classify_message(message, reason=reason, component=component)
         found = found or [
             make_reason(_source_for(component), "unknown", message, detail={"event_reason": reason})

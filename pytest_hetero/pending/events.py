@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pytest_hetero.pending.describe import _source_for, classify_message
+from pytest_hetero.pending.describe import Columns, _source_for, classify_message
 from pytest_hetero.pending.model import Reason, make_reason
 
 _AGE = r"(?:<unknown>|<invalid>|\d+(?:\.\d+)?[smhdy][\dsmhdy]*)"
@@ -98,19 +98,17 @@ def parse_event_rows(lines: list[str]) -> list[EventRow]:
     Lines that are not event rows are skipped. Never raises.
     """
     rows: list[EventRow] = []
-    bounds: dict[str, tuple[int, int | None]] | None = None
+    columns: Columns | None = None
     last: EventRow | None = None
     for index, line in enumerate(lines):
         if not line.strip():
             last = None
             continue
         if _GET_HEADER.search(line):
-            starts = [(m.start(), m.group(0)) for m in re.finditer(r"[A-Z]+(?: [A-Z]+)?", line)]
-            bounds = {name: (start, starts[i + 1][0] if i + 1 < len(starts) else None)
-                      for i, (start, name) in enumerate(starts)}
+            columns = Columns.of(line)
             continue
-        if bounds is not None:
-            row = _cut(line, bounds, index)
+        if columns is not None:
+            row = _cut(line, columns, index)
             if row is not None:
                 rows.append(row)
                 last = row
@@ -134,8 +132,8 @@ def parse_event_rows(lines: list[str]) -> list[EventRow]:
             continue
         m = _BARE_ROW.match(line) or _BARE_NO_OBJECT.match(line)
         if m:
-            groups = m.groupdict()
-            age, count, over = _age(groups.get("age"))
+            groups = m.groupdict()  # _BARE_NO_OBJECT has no object or namespace
+            age, count, over = _age(m.group("age"))
             last = EventRow(m.group("type"), m.group("reason"), m.group("message"), age, count, over,
                             object=groups.get("object") or "", namespace=groups.get("ns") or "", lines=[index])
             rows.append(last)
@@ -148,10 +146,9 @@ def parse_event_rows(lines: list[str]) -> list[EventRow]:
     return rows
 
 
-def _cut(line: str, bounds: dict[str, tuple[int, int | None]], index: int) -> EventRow | None:
+def _cut(line: str, columns: Columns, index: int) -> EventRow | None:
     def cell(name: str) -> str:
-        start, end = bounds.get(name, (len(line), None))
-        return line[start:end].strip()
+        return columns.cell(line, name)
 
     kind = cell("TYPE")
     if kind not in ("Normal", "Warning"):

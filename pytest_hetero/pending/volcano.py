@@ -104,7 +104,7 @@ def classify_queue_text(text: str) -> list[Reason]:
     ):
         m = pattern.search(text)
         if m and not (code == "queue_quota_insufficient" and out):
-            queue = m.groupdict().get("q")
+            queue = m.group("q")  # each of the three names the queue, when the message does
             out.append(
                 make_reason("volcano", code, m.group(0).strip(), detail={"queue": queue} if queue else {})
             )

@@ -19,8 +19,8 @@ these shapes instead of guessing at keys. Sources (Docker Engine API reference, 
   ``cpu_stats.cpu_usage.total_usage`` (ns), ``cpu_stats.online_cpus`` (:class:`StatsDocument`).
 
 A field the engine left out, or sent with another JSON type, reads None (or False, 0, ""as each says): the
-engine's document is never trusted to hold a key. The documents the evidence keeps as the engine served them
-(a container's ``State``, its ``HostConfig`` subset) are kept beside the parsed fields, in ``document``.
+engine's document is never trusted to hold a key. What the evidence keeps as the engine served it (a container's
+``State``, its ``HostConfig`` subset) is kept beside the parsed fields (``document``, ``allocated``).
 """
 
 from __future__ import annotations
@@ -77,21 +77,26 @@ class ContainerState:
                    finished_at=_text(doc.get("FinishedAt")), document=dict(doc))
 
 
+ALLOCATED_FIELDS = ("NanoCpus", "CpusetCpus", "Memory", "MemorySwap", "Devices", "DeviceRequests", "Runtime")
+"""The ``HostConfig`` fields the evidence keeps as the engine stored them (:attr:`HostConfig.allocated`)."""
+
+
 @dataclass(frozen=True)
 class HostConfig:
     """The limits a container's ``HostConfig`` holds: ``nano_cpus`` (10⁻⁹ CPU) and ``memory`` (bytes), 0 when
-    not limited, and the ``document`` as served."""
+    not limited, and ``allocated``: the limits and devices the engine stored, each of :data:`ALLOCATED_FIELDS` as
+    served (None: the engine left it out), which the evidence keeps."""
 
     nano_cpus: int
     memory: float
-    document: dict[str, Any]
+    allocated: dict[str, Any]
 
     @classmethod
     def parse(cls, raw: object) -> HostConfig:
         """The limits of a ``HostConfig`` object (absent ones 0)."""
         doc = _object(raw)
         return cls(nano_cpus=int(_number(doc.get("NanoCpus")) or 0), memory=float(_number(doc.get("Memory")) or 0),
-                   document=dict(doc))
+                   allocated={k: doc.get(k) for k in ALLOCATED_FIELDS})
 
 
 @dataclass(frozen=True)

@@ -334,7 +334,7 @@ class DockerBackend(Backend):
                    security_opt=list(run.SECURITY_OPT), pids_limit=run.PIDS_LIMIT, root_filesystem="read-only",
                    tmpfs=dict(run.WORK_TMPFS),
                    mounts=mounts, environment=request.environment, state=state.state.document,
-                   allocated=place.allocated(state.host_config))
+                   allocated=state.host_config.allocated)
         self.ensure_running(ctx, workload, "after start")
         if alone is not None and (image_id, user) in s.user_started:
             return workload  # a process started as this user in a container of this image already: the same answer
@@ -703,7 +703,7 @@ class DockerBackend(Backend):
             found = [Listed.parse(c, "Names", "Id")
                      for c in api.containers(all=True, filters={"label": f"{OWNER}={s.owner}"})]
             if s.settings.keep:
-                prefix = "" if s.local else f"DOCKER_HOST={s.conn.get('base_url')} "
+                prefix = "" if s.local else f"DOCKER_HOST={s.engine_url} "  # a remote engine's URL is always set
                 for c in found:
                     sys.stderr.write(f"pytest-hetero: kept container {c.name} "
                                      f"({c.labels.get(LABEL + 'resource')} × "

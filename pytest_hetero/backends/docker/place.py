@@ -18,13 +18,12 @@ import shutil
 import tarfile
 import time
 from pathlib import Path
-from typing import Any
 
 import docker.errors
 
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker import usage as docker_usage
-from pytest_hetero.backends.docker.api import HostConfig, inspect_container
+from pytest_hetero.backends.docker.api import inspect_container
 from pytest_hetero.backends.docker.errors import outcome
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.docker.translate import ASCEND_CONTROL_DEVICES, DockerTarget, EngineRequest, translate
@@ -46,7 +45,6 @@ DEVICE_GLOBS: dict[str, tuple[str, ...]] = {
     "ascend": ("davinci[0-9]*", *(Path(p).name for p in ASCEND_CONTROL_DEVICES)),
     "cpu": (),
 }
-ALLOCATED_FIELDS = ("NanoCpus", "CpusetCpus", "Memory", "MemorySwap", "Devices", "DeviceRequests", "Runtime")
 REMOTE_HOST = ("the engine is remote; this process cannot probe its host (the startup payload probes inside the "
                "container)")
 
@@ -94,12 +92,6 @@ def translate_or_fail(step: Step, target: DockerTarget, local: bool) -> EngineRe
         return translate(step.resource, target, host_visible=local)
     except ValueError as exc:
         raise ActionFailed(f"resource {step.resource.name}: {exc}", "bad_request") from None
-
-
-def allocated(host_config: HostConfig) -> dict[str, Any]:
-    """The limits and devices the engine stored for a container (``HostConfig`` subset, engine JSON: a field it
-    left out is None)."""
-    return {k: host_config.document.get(k) for k in ALLOCATED_FIELDS}
 
 
 def _not_proven(ctx: Step, request: EngineRequest) -> None:
@@ -164,7 +156,7 @@ def place(ctx: Step, session: DockerSession) -> Placement:
     except docker.errors.APIError as exc:
         raise outcome(exc, f"{what}: engine refused the request", phase="start") from None
     try:
-        got = allocated(inspect_container(api, cid).host_config)
+        got = inspect_container(api, cid).host_config.allocated
         try:
             api.start(cid)
             started = "started"

@@ -78,10 +78,9 @@ class DockerSession:
     containers it started (``workloads`` by (resource, image)), image ``digests`` by image name,
     the placement-probe image, engine outages seen (``interruptions``) and the per-run model runs (``spread``)."""
 
-    target: dict[str, Any]
     settings: Settings
     conf: DockerTarget = field(default_factory=DockerTarget)
-    """What the engine reads of ``target``, parsed once (:meth:`DockerTarget.parse`)."""
+    """What the engine reads of the matrix's ``spec.target``, parsed once (:meth:`DockerTarget.parse`)."""
     conn: run.ClientOptions = field(default_factory=lambda: run.ClientOptions())
     conn_error: str = ""
     local: bool = True
@@ -109,7 +108,7 @@ class DockerSession:
             conn, error = run.connection(target), ""
         except docker.errors.DockerException as exc:
             conn, error = {"base_url": target.get("docker_host")}, str(exc)
-        return cls(target=target, settings=settings, conf=DockerTarget.parse(target), conn=conn, conn_error=error,
+        return cls(settings=settings, conf=DockerTarget.parse(target), conn=conn, conn_error=error,
                    local=run.engine_is_local(conn),
                    pull_policy=str(target.get("pull_policy", "if-not-present")))
 
