@@ -507,3 +507,24 @@ def test_a_failed_items_context_is_not_held_to_the_end_of_the_session(pytester: 
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
     result.assert_outcomes(passed=3, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*KEPT 1 CONTEXTS 0*", "*acceptance_failed*accuracy-floor*"])
+
+
+@pytest.mark.parametrize("answer", ['{"python": "3.11.7"}', '{"python": "3.11.7", "executable": "/x", '
+                                    '"distributions": "12", "distributions_sha256": "ab"}', '[1]'])
+def test_an_interpreter_answering_an_environment_of_another_shape_fails_startup_cleanly(
+        pytester: pytest.Pytester, tmp_path: Path, answer: str) -> None:
+    """The image's interpreter answers the environment question as JSON: an answer without
+    ``distributions_sha256`` raised KeyError in the engine (a traceback as the item's failure, owned by nobody's
+    table row); now startup fails ``start_failed`` naming the field, like an answer that is not JSON."""
+    venv = tmp_path / "odd"
+    (venv / "bin").mkdir(parents=True)
+    fake = venv / "bin" / "python"
+    fake.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    fake.chmod(0o755)
+    pytester.makefile(".matrix.yaml", m=matrix_text(images=[{"name": "odd", "reference": f"venv:{venv}"}]))
+    pytester.runpytest("-p", "no:cacheprovider")
+    startup = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "startup")
+    assert startup["status"] == "failed" and startup["failure"]["category"] == "start_failed", startup["failure"]
+    message = startup["failure"]["message"]
+    assert message.startswith(f"interpreter {fake} answered an environment of another shape (answer"), message
+    assert "Traceback" not in message and "KeyError" not in message

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, cast
 
 from pytest_hetero.backends.host import host_view
 from pytest_hetero.backends.local import spread as local_spread
@@ -64,11 +64,14 @@ from pytest_hetero.backends.sandbox.zygote import Zygote, ZygoteFailed, args_pip
 from pytest_hetero.backends.slots import Slots, spread_facts, width
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread, wanted
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
+from pytest_hetero.evidence.shapes import ShapeError, check_json
 from pytest_hetero.probes.usage import peak_rss, rusage_run_time, sampling
 from pytest_hetero.truth.view import model_input
 from pytest_hetero.truth.withhold import WithholdError, answer_files, find_in
 
-if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+if sys.version_info >= (3, 11):  # at run time too: _ask checks the answer against InterpreterAnswer
+    from typing import NotRequired
+else:  # pragma: no cover - 3.10
     from typing_extensions import NotRequired
 
 ENV_SNIPPET = r"""
@@ -214,11 +217,16 @@ class LocalBackend(Backend):
         if proc.exit_code != 0:
             raise ActionFailed(f"interpreter {python} failed: {proc.stderr.strip()[-300:]}", "start_failed")
         try:
-            answer: InterpreterAnswer = json.loads(proc.stdout)
+            answer = json.loads(proc.stdout)
         except json.JSONDecodeError:
             raise ActionFailed(f"interpreter {python} answered no environment: {proc.stdout.strip()[-300:]}",
                                "start_failed") from None
-        return answer
+        try:  # the image's interpreter answers: as untrusted as any output of the code under test
+            check_json(answer, InterpreterAnswer)
+        except ShapeError as error:
+            raise ActionFailed(f"interpreter {python} answered an environment of another shape (answer{error}): "
+                               f"{proc.stdout.strip()[-300:]}", "start_failed") from None
+        return cast(InterpreterAnswer, answer)
 
     def _paths_of(self, python: Path) -> list[Path]:
         """:func:`environment_paths` of ``python``, looked up once per session."""
