@@ -65,7 +65,8 @@ class RuleVerdict(TypedDict):
     result with these): the ``expected`` text, the ``observed`` value (None when not evaluable), the ``verdict``
     (pass, fail or not_evaluable) and why (``detail``, empty when nothing to say); ``provenance.source`` computed,
     measured or self_reported; ``bound`` ``{op, value, tolerance, unit}`` of a numeric rule; ``failing`` the
-    failing golden sample indices; ``problem`` and ``available`` (a rule not evaluable) the kind of problem and
+    failing golden sample indices, each as the rules file wrote it (the outputs' key values: numbers, or text
+    ids); ``problem`` and ``available`` (a rule not evaluable) the kind of problem and
     the ``metrics`` and ``fields`` the outputs offered."""
 
     expected: str | None
@@ -77,7 +78,7 @@ class RuleVerdict(TypedDict):
     problem: NotRequired[str]
     provenance: NotRequired[dict[str, Any]]
     bound: NotRequired[RuleBound]
-    failing: NotRequired[list[int]]
+    failing: NotRequired[list[object]]
     available: NotRequired[dict[str, list[str]]]
 
 

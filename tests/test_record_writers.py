@@ -1,0 +1,57 @@
+"""What the gate's own writers really write fits the shape its record kind declares
+(pytest_hetero/evidence/records.py): the gate checks every item's evidence against those shapes before it keeps it
+(pytest_plugin.item.finish, evidence.document.check_item), so a declaration narrower than a writer's data turns a
+genuine run's verdict into a harness error and loses the item's evidence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from readme_run import copy_project, gate
+
+from pytest_hetero.bundle.verify import load_evidence
+from pytest_hetero.evidence.document import check_item
+from pytest_hetero.evidence.model import ItemEvidence
+from pytest_hetero.matrix.acceptance import evaluate, load_rules
+
+
+def _rules(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "rules.yaml"
+    path.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n" + body)
+    return path
+
+
+def test_a_failing_golden_rule_keyed_by_text_ids_is_a_business_rules_record(tmp_path: Path) -> None:
+    """A golden rule's ``failing`` lists the failing samples' indices as the rules file wrote them: the values of
+    the outputs' key field, text ids as well as numbers (``_positions`` matches either)."""
+    rules = load_rules(_rules(tmp_path, "  - name: g\n    golden: {key: ids, samples: [{index: a7, expected: 7}, "
+                                        "{index: b2, expected: 2}]}\n"))
+    results = evaluate(rules, {"ids": ["a7", "b2"], "predictions": [7, 3]})
+    assert results[0]["verdict"] == "fail" and results[0].get("failing") == ["b2"]
+    evidence = ItemEvidence(nodeid="m::r::i::mod@ds::business", matrix="m", layer="business",
+                            keys={"resource": "r"}, owner="business", status="failed")
+    evidence.record("business.rules", file="rules.yaml", outputs_of="", sensitive=False, results=results, run=None)
+    check_item(evidence.to_dict(), "evidence")  # DocumentError: ...failing[0]: is a string, not a number
+
+
+def test_the_readme_run_with_a_quoted_golden_index_fails_its_business_item_as_acceptance_failed(
+        tmp_path: Path) -> None:
+    """The README's run, its golden rule holding one wrong answer and one index written as text (``"seventy"``:
+    absent from the outputs' integer ids): the business item fails as ``acceptance_failed`` with its rules recorded,
+    and the bundle loads. Before, the gate refused its own record (``failing[1]: is a string, not a number``): the
+    item was reported as ``pytest_outcome`` (platform), its evidence lost."""
+    project = copy_project(tmp_path / "project")
+    path = project / "cases" / "digits" / "acceptance.yaml"
+    path.write_text(path.read_text().replace("- {index: 0, expected: 0}",
+                                             '- {index: 0, expected: 3}\n        - {index: "seventy", expected: 1}'))
+    done = gate(project, "-k", "cpu-host")
+    (bundle,) = (project / "reports").iterdir()
+    doc, _ = load_evidence(bundle, allow_unsigned=True)
+    [business] = [i for i in doc["items"] if i["layer"] == "business"]
+    failure = business["failure"]
+    assert failure is not None and failure["category"] == "acceptance_failed", done.stdout[-3000:]
+    [golden] = [r for rec in business["records"] if rec["kind"] == "business.rules"
+                for r in rec["data"]["results"] if r["kind"] == "golden"]
+    assert golden["failing"] == [0, "seventy"]
+    assert json.loads((bundle / "evidence.json").read_text())["items"]
