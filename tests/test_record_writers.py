@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from readme_run import copy_project, gate
 
 from pytest_hetero.bundle.verify import load_evidence
+from pytest_hetero.errors import CaseError
 from pytest_hetero.evidence.document import check_item
 from pytest_hetero.evidence.model import ItemEvidence
 from pytest_hetero.matrix.acceptance import evaluate, load_rules
@@ -55,3 +57,18 @@ def test_the_readme_run_with_a_quoted_golden_index_fails_its_business_item_as_ac
                 for r in rec["data"]["results"] if r["kind"] == "golden"]
     assert golden["failing"] == [0, "seventy"]
     assert json.loads((bundle / "evidence.json").read_text())["items"]
+
+
+@pytest.mark.parametrize("body", [
+    "  - {name: x, metric: accuracy, op: '<=', value: .inf}\n",
+    "  - {name: x, metric: accuracy, op: '>=', value: .nan}\n",
+    "  - {name: x, latency: {percentile: 99, max_ms: .inf}, self_reported: true}\n",
+])
+def test_a_bound_that_is_no_finite_number_is_refused_when_the_rules_are_read(tmp_path: Path, body: str) -> None:
+    """A rule's bound is written into ``business.rules`` (``bound.value``, a number); the journal writes a NaN or
+    ±Infinity as null (evidence.journal.finite), so a bound of ``.inf`` made a bundle whose every reader refused it
+    (``bound.value: is null, not a number``: the README run with ``max_ms: .inf`` rendered nothing). The rules file
+    is refused instead, naming the rule, as any other bound that is no number."""
+    with pytest.raises(CaseError) as caught:
+        load_rules(_rules(tmp_path, body))
+    assert "rule 'x'" in caught.value.message and "finite" in caught.value.message
