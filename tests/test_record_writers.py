@@ -13,9 +13,13 @@ from readme_run import copy_project, gate
 
 from pytest_hetero.bundle.verify import load_evidence
 from pytest_hetero.errors import CaseError
+from pytest_hetero.evidence import records
 from pytest_hetero.evidence.document import check_item
+from pytest_hetero.evidence.journal import finite
 from pytest_hetero.evidence.model import ItemEvidence
+from pytest_hetero.evidence.shapes import check_json
 from pytest_hetero.matrix.acceptance import evaluate, load_rules
+from pytest_hetero.probes import inworkload
 
 
 def _rules(tmp_path: Path, body: str) -> Path:
@@ -72,3 +76,35 @@ def test_a_bound_that_is_no_finite_number_is_refused_when_the_rules_are_read(tmp
     with pytest.raises(CaseError) as caught:
         load_rules(_rules(tmp_path, body))
     assert "rule 'x'" in caught.value.message and "finite" in caught.value.message
+
+
+def _as_journaled(value: object) -> object:
+    """``value`` as the bundle holds it: the journal's JSON, a NaN or ±Infinity written as null."""
+    return json.loads(json.dumps(finite(value), allow_nan=False))
+
+
+def test_a_sample_time_the_workload_made_no_finite_number_is_skipped_not_journaled_as_null() -> None:
+    """The wrapper's ``.samples``/``.devices`` are the workload's to write: a header ``t`` of 1e308 and a sample at
+    -1e308 (or at a JSON ``Infinity``) gave a ``t_s`` of -inf, which the gate's own check let through and the
+    journal wrote as null, so every reader refused the whole bundle (``model.usage`` ``...series.t_s[0]: is null,
+    not a number``). Such a sample is skipped as an unreadable line is; the others are kept."""
+    samples = "\n".join([json.dumps({"memory": "/sys/fs/cgroup/memory.current", "cpu": "/sys/fs/cgroup/cpu.stat",
+                                     "cores": 1, "interval": 0.5, "at": 1.7e9, "t": 1e308}),
+                         json.dumps([-1e308, "1048576", "inactive_file 0", "usage_usec 10"]),
+                         "[Infinity, \"1048576\", \"inactive_file 0\", \"usage_usec 10\"]",
+                         json.dumps([1e308, "2097152", "inactive_file 0", "usage_usec 20"])])
+    usage, _ = inworkload.read_back({".samples": samples}, None, 1.0, "pod")
+    gpu = "\n".join([json.dumps({"tool": "nvidia-smi", "path": "/usr/bin/nvidia-smi", "visible": "GPU-a",
+                                 "t": 1e308}),
+                     json.dumps([-1e308, 0, "0, GPU-a, H100, 10, 81559, 5\n", ""]),
+                     json.dumps([1e308, 0, "0, GPU-a, H100, 20, 81559, 7\n", ""])])
+    inworkload.add_devices(usage, gpu)
+    npu_usages = "HBM Usage Rate(%) : 25\nHBM Capacity(MB) : 32768\nAicore Usage Rate(%) : 60\n"
+    npu = "\n".join([json.dumps({"tool": "npu-smi", "path": "/x/npu-smi", "visible": "1", "t": 1e308,
+                                 "memory": {"1": [0, "HBM Capacity(MB) : 32768\n", ""]}}),
+                     json.dumps([-1e308, {"1": [0, npu_usages, ""]}]), json.dumps([1e308, {"1": [0, npu_usages, ""]}])])
+    npu_usage, _ = inworkload.read_back({".samples": samples}, None, 1.0, "pod")
+    inworkload.add_devices(npu_usage, npu)
+    for record in (usage, npu_usage):
+        check_json(_as_journaled(record), records.USAGE.shape)  # ShapeError before: t_s[0] is null
+        assert [d["series"]["t_s"] for d in record["devices"]] == [[0.0], [0.0]]
