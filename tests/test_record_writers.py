@@ -18,6 +18,8 @@ from pytest_hetero.evidence.document import check_item
 from pytest_hetero.evidence.journal import finite
 from pytest_hetero.evidence.model import ItemEvidence
 from pytest_hetero.evidence.shapes import check_json
+from pytest_hetero.layers.base import LayerFailed
+from pytest_hetero.layers.training import _result
 from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.probes import inworkload
 
@@ -108,3 +110,18 @@ def test_a_sample_time_the_workload_made_no_finite_number_is_skipped_not_journal
     for record in (usage, npu_usage):
         check_json(_as_journaled(record), records.USAGE.shape)  # ShapeError before: t_s[0] is null
         assert [d["series"]["t_s"] for d in record["devices"]] == [[0.0], [0.0]]
+
+
+def test_a_rank_time_so_small_the_bandwidth_overflows_is_the_ranks_failure_not_a_null_in_the_evidence() -> None:
+    """``median_s`` 1e-320 passes every time check (finite, > 0, ordered) but 1 MiB over it is an infinite bandwidth:
+    ``training.communication`` recorded ``busbw_gbps`` inf, which the gate's own check let through and the journal
+    wrote as null, so every reader refused the bundle (``...sizes[0].busbw_gbps: is null, not a number``). It is a
+    clean ``job_rank_failed`` naming the size, as any other time no measurement gives."""
+    line = {"event": "result", "rank": 1, "world_size": 2, "framework": "torch", "backend": "gloo", "devices": 2,
+            "contributed": 2, "init_s": 0.5, "sizes": [{"bytes": 1 << 20, "elements": 1 << 18, "iterations": 3,
+                                                         "median_s": 1e-320, "min_s": 1e-320, "max_s": 1e-3,
+                                                         "first": 3.0, "last": 3.0}]}
+    with pytest.raises(LayerFailed) as bad:
+        _result(json.dumps(line), 1)
+    assert bad.value.category == "job_rank_failed"
+    assert str(bad.value).endswith("sizes[0] gives no finite bandwidth (1048576 B in median_s 1e-320)")
