@@ -6,13 +6,16 @@ genuine run's verdict into a harness error and loses the item's evidence."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
-from readme_run import copy_project, gate
+from readme_run import copy_project, gate, readme_bundle
+from test_bundle_verify import hetero
 
 from pytest_hetero.bundle.verify import load_evidence
-from pytest_hetero.errors import CaseError
+from pytest_hetero.errors import BundleError, CaseError
 from pytest_hetero.evidence import records
 from pytest_hetero.evidence.document import check_item
 from pytest_hetero.evidence.journal import finite
@@ -22,6 +25,15 @@ from pytest_hetero.layers.base import LayerFailed
 from pytest_hetero.layers.training import _result
 from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.probes import inworkload
+
+_README: dict[str, tuple[Path, Path]] = {}
+
+
+def _readme_bundle(tmp_path: Path) -> tuple[Path, Path]:
+    """The README run's bundle, made once per test process (the tests copy it before they edit it)."""
+    if "bundle" not in _README:
+        _README["bundle"] = readme_bundle(tmp_path / "project")
+    return _README["bundle"]
 
 
 def _rules(tmp_path: Path, body: str) -> Path:
@@ -125,3 +137,32 @@ def test_a_rank_time_so_small_the_bandwidth_overflows_is_the_ranks_failure_not_a
         _result(json.dumps(line), 1)
     assert bad.value.category == "job_rank_failed"
     assert str(bad.value).endswith("sizes[0] gives no finite bandwidth (1048576 B in median_s 1e-320)")
+
+
+@pytest.mark.parametrize(("edit", "field", "words"), [
+    (lambda s: s.pop("acceptance"), "inputs.example-cpu.acceptance", "missing"),
+    (lambda s: s.update(acceptance=None), "inputs.example-cpu.acceptance", "is null, not an object"),
+    (lambda s: s["acceptance"].update({"digits-test": {}}), "inputs.example-cpu.acceptance.digits-test.path",
+     "missing"),
+    (lambda s: s["code"].update({"digits-logreg": "x"}), "inputs.example-cpu.code.digits-logreg",
+     "is a string, not an object"),
+])
+def test_an_edited_inputs_section_is_refused_by_the_loader_not_a_traceback_in_diff_or_trend(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any, field: str, words: str) -> None:
+    """``inputs`` (what was kept of each matrix's code folders and acceptance files) is read by diff and trend
+    (evidence.inputs.input_digests subscripts each entry's path and digest), but the loader did not check it: an
+    edited bundle without ``inputs.<matrix>.acceptance``, or with an entry of another type, raised KeyError /
+    AttributeError / TypeError out of ``hetero diff`` and ``hetero trend``. The loader refuses it naming the field."""
+    real, _ = _readme_bundle(tmp_path)
+    doc = json.loads((real / "evidence.json").read_text())
+    edit(doc["inputs"]["example-cpu"])
+    bundle = tmp_path / "edited"
+    shutil.copytree(real, bundle)
+    (bundle / "evidence.json").write_text(json.dumps(doc))
+    with pytest.raises(BundleError) as caught:
+        load_evidence(bundle, allow_unsigned=True)
+    assert caught.value.location.field == field and f": {words}" in caught.value.message
+    for argv in (("diff", "--allow-unsigned", str(real), str(bundle)), ("trend", "--allow-unsigned", str(bundle))):
+        assert hetero(*argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and field in err, (argv, err)

@@ -632,9 +632,13 @@ def as_document(value: object) -> EvidenceDocument:
 
 def _check_shapes(value: dict[str, Any]) -> None:
     """The sections the readers (render, diff, trend, catalog) subscript, held to their types when present:
-    ``summary`` (:class:`SummarySection`) and each ``target`` entry an object. Raises :class:`DocumentError` naming
-    the field (``summary.totals: missing``)."""
-    shapes: tuple[tuple[str, object], ...] = (("summary", SummarySection), ("target", list[dict[str, Any]]))
+    ``summary`` (:class:`SummarySection`), each ``target`` entry an object, and ``inputs`` (by matrix, a
+    :class:`~pytest_hetero.evidence.inputs.MatrixInputs`: diff and trend read each kept file's path and digest).
+    Raises :class:`DocumentError` naming the field (``summary.totals: missing``)."""
+    from pytest_hetero.evidence.inputs import MatrixInputs  # noqa: PLC0415 - inputs imports records, which imports this
+
+    shapes: tuple[tuple[str, object], ...] = (("summary", SummarySection), ("target", list[dict[str, Any]]),
+                                              ("inputs", dict[str, MatrixInputs]))
     for name, shape in shapes:
         if value.get(name) is not None:
             try:
