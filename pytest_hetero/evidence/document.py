@@ -65,7 +65,8 @@ class RuleVerdict(TypedDict):
     result with these): the ``expected`` text, the ``observed`` value (None when not evaluable), the ``verdict``
     (pass, fail or not_evaluable) and why (``detail``, empty when nothing to say); ``provenance.source`` computed,
     measured or self_reported; ``bound`` ``{op, value, tolerance, unit}`` of a numeric rule; ``failing`` the
-    failing golden sample indices; ``problem`` and ``available`` (a rule not evaluable) the kind of problem and
+    failing golden sample indices, each as the rules file wrote it (the outputs' key values: numbers, or text
+    ids); ``problem`` and ``available`` (a rule not evaluable) the kind of problem and
     the ``metrics`` and ``fields`` the outputs offered."""
 
     expected: str | None
@@ -77,7 +78,7 @@ class RuleVerdict(TypedDict):
     problem: NotRequired[str]
     provenance: NotRequired[dict[str, Any]]
     bound: NotRequired[RuleBound]
-    failing: NotRequired[list[int]]
+    failing: NotRequired[list[object]]
     available: NotRequired[dict[str, list[str]]]
 
 
@@ -631,9 +632,13 @@ def as_document(value: object) -> EvidenceDocument:
 
 def _check_shapes(value: dict[str, Any]) -> None:
     """The sections the readers (render, diff, trend, catalog) subscript, held to their types when present:
-    ``summary`` (:class:`SummarySection`) and each ``target`` entry an object. Raises :class:`DocumentError` naming
-    the field (``summary.totals: missing``)."""
-    shapes: tuple[tuple[str, object], ...] = (("summary", SummarySection), ("target", list[dict[str, Any]]))
+    ``summary`` (:class:`SummarySection`), each ``target`` entry an object, and ``inputs`` (by matrix, a
+    :class:`~pytest_hetero.evidence.inputs.MatrixInputs`: diff and trend read each kept file's path and digest).
+    Raises :class:`DocumentError` naming the field (``summary.totals: missing``)."""
+    from pytest_hetero.evidence.inputs import MatrixInputs  # noqa: PLC0415 - inputs imports records, which imports this
+
+    shapes: tuple[tuple[str, object], ...] = (("summary", SummarySection), ("target", list[dict[str, Any]]),
+                                              ("inputs", dict[str, MatrixInputs]))
     for name, shape in shapes:
         if value.get(name) is not None:
             try:

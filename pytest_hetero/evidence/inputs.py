@@ -31,9 +31,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 from pytest_hetero.errors import MatrixError
 from pytest_hetero.evidence.records import INPUT_USED, data_of
 
-if TYPE_CHECKING:
+if sys.version_info >= (3, 11):  # at run time too: the verifying loader resolves MatrixInputs' hints
+    from typing import NotRequired
+else:  # pragma: no cover - 3.10
     from typing_extensions import NotRequired
 
+if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument, MatrixEntry
     from pytest_hetero.evidence.journal import JournalRead
     from pytest_hetero.evidence.recorder import MatrixLine

@@ -267,12 +267,15 @@ def _result_shape(data: object) -> str:
 
 def _size_values(size: dict[str, Any], i: int) -> str:
     """"" when the well-typed ``sizes[i]`` measured something (``iterations`` ≥ 1, 0 ≤ ``min_s`` ≤ ``median_s`` ≤
-    ``max_s``, ``median_s`` > 0), else what it says instead."""
+    ``max_s``, ``median_s`` > 0 and not so small that ``bytes`` / ``median_s`` overflows), else what it says
+    instead."""
     if size["iterations"] < 1:
         return f"sizes[{i}].iterations is {size['iterations']}, not at least 1"
     if not 0 <= size["min_s"] <= size["median_s"] <= size["max_s"] or size["median_s"] <= 0:
         return (f"sizes[{i}] times are not 0 <= min_s <= median_s <= max_s with median_s > 0 (min_s "
                 f"{size['min_s']}, median_s {size['median_s']}, max_s {size['max_s']})")
+    if not math.isfinite(size["bytes"] / size["median_s"]):  # the bandwidth: its evidence holds a number, never null
+        return f"sizes[{i}] gives no finite bandwidth ({size['bytes']} B in median_s {size['median_s']})"
     return ""
 
 

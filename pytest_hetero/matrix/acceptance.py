@@ -354,6 +354,7 @@ def _check_rule(rule: dict[str, object], name: str, kind: str, loc: Location) ->
                 or not isinstance(pct, (int, float)) or not 0 <= pct <= 100:
             raise CaseError(f"rule '{name}': latency needs percentile (0-100) and max_ms",
                             loc, "e.g. latency: {percentile: 95, max_ms: 20}")
+    _check_finite_bound(rule, name, kind, loc)
     if kind == "golden":
         _check_golden(name, rule["golden"], loc)
     if kind in ("golden", "latency"):
@@ -398,6 +399,22 @@ def _check_golden(name: str, gold: Any, loc: Location) -> None:
     if any("tolerance" in x and not _number(x["tolerance"]) for x in gold["samples"]):
         raise CaseError(f"rule '{name}': a golden sample's tolerance must be a number", loc,
                         "e.g. {index: 0, expected: 0.5, tolerance: 0.01}")
+
+
+def _check_finite_bound(rule: dict[str, object], name: str, kind: str, loc: Location) -> None:
+    """Raise :class:`CaseError` when the bound a metric or latency rule writes into its result (``bound.value``:
+    its ``value``, its ``max_ms``; numbers already) is NaN or ±Infinity: the journal writes those as null
+    (:func:`pytest_hetero.evidence.journal.finite`), and a ``business.rules`` record whose bound is null is refused
+    by every reader of the bundle."""
+    body = rule.get(kind)
+    if kind == "metric":
+        bound, field, hint = rule.get("value"), "value", "e.g. value: 0.95"
+    elif kind == "latency" and isinstance(body, dict):
+        bound, field, hint = body.get("max_ms"), "latency max_ms", "e.g. latency: {percentile: 95, max_ms: 20}"
+    else:
+        return
+    if isinstance(bound, float) and not math.isfinite(bound):
+        raise CaseError(f"rule '{name}': {field} must be a finite number, not {bound}", loc, hint)
 
 
 def _check_service_rule(name: str, kind: str, body: Any, loc: Location) -> None:

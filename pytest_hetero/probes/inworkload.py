@@ -24,6 +24,7 @@ An image without the interpreter runs the model unwrapped: both then say why (ne
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -249,6 +250,9 @@ def _series(text: str, pod: str) -> UsageRecord:
         if sample.error is not None:
             sampler.errors.append(sample.error)
             continue
+        since = _since(at, t0)
+        if since is None:
+            continue
         ws = working_set_of(sample.used, sample.stat) if sample.used is not None else None
         cpu_s = cpu_seconds_of(sample.cpu, fmt) if sample.cpu else None
         util = None
@@ -256,7 +260,7 @@ def _series(text: str, pod: str) -> UsageRecord:
             if prev is not None and at > prev[0]:
                 util = round(max(0.0, cpu_s - prev[1]) / (at - prev[0]) / cores * 100.0, 1)
             prev = (at, cpu_s)
-        sampler.times.append(round(at - t0, 3))
+        sampler.times.append(since)
         sampler.readings.append({"container": (None if ws is None else round(ws / 2**20, 1), util)})
     began = head.at
     sampler.finished_at = _iso(began + sampler.times[-1] if sampler.times and isinstance(began, float) else None)
@@ -350,7 +354,8 @@ def add_devices(usage: UsageRecord, text: str) -> None:
             if len(sampler.errors) < 5:
                 sampler.errors.append(f"{tool} exited {answer.rc}: {answer.err.strip()[-200:]}")
             continue
-        if answer.at is None or answer.out is None:
+        since = None if answer.at is None else _since(answer.at, t0)
+        if since is None or answer.out is None:
             continue
         reading: dict[str, tuple[float | None, float | None]] = {}
         for row in answer.out.strip().splitlines():
@@ -365,7 +370,7 @@ def add_devices(usage: UsageRecord, text: str) -> None:
                 continue
             names[uuid] = {"name": cells[2], "memory_total_mib": _number(cells[4]), "source": tool}
             reading[uuid] = (_number(cells[3]), _number(cells[5]))
-        _append(sampler, round(answer.at - t0, 3), reading)
+        _append(sampler, since, reading)
     scope = (f"{tool} --query-gpu inside the container, every {sampler.interval_s:g} s: the devices allocated to it "
              f"(NVIDIA_VISIBLE_DEVICES={visible or 'unset'})")
     why = (f"{tool} is not on PATH in the container" if not head.path else
@@ -425,8 +430,9 @@ def add_npu_devices(usage: UsageRecord, head: DevicesHeader, lines: list[str]) -
             names[f"npu{npu}"] = {"name": f"NPU {npu}", "memory_total_mib": total, "source": tool}
             reading[f"npu{npu}"] = (None if rate is None or total is None else round(rate * total / 100.0, 1),
                                     kv.aicore_rate_pct)
-        if reading:
-            sampler.times.append(round(at - t0, 3))
+        since = _since(at, t0)
+        if reading and since is not None:
+            sampler.times.append(since)
             sampler.readings.append(reading)
     sampler.errors = errors
     scope = (f"npu-smi info -t usages -i N inside the container, every {sampler.interval_s:g} s: the NPUs allocated "
@@ -450,6 +456,15 @@ def _merge(usage: UsageRecord, got: UsageRecord) -> None:
 def _text(value: object) -> str | None:
     """A header's text field: None when absent, empty or not text."""
     return value if isinstance(value, str) and value else None
+
+
+def _since(at: float, t0: float) -> float | None:
+    """Seconds from the header's monotonic ``t0`` to a sample's ``at`` (ms resolution); None when that is no finite
+    number (the workload writes both: ``1e308`` after ``-1e308``, or a JSON ``Infinity``): the sample is then skipped
+    as an unreadable one, since the journal would write such a time as null, which ``t_s`` (numbers) does not
+    hold."""
+    since = round(at - t0, 3)
+    return since if math.isfinite(since) else None
 
 
 def _number_of(value: object) -> float | None:
