@@ -24,6 +24,10 @@ class _Inner(TypedDict):
     n: int
 
 
+class _Float(TypedDict):
+    x: float
+
+
 class _Shape(TypedDict, total=False):
     name: str
     at: float | None
@@ -158,3 +162,17 @@ def test_a_real_runs_records_fit_their_kinds_and_an_edited_one_is_refused_by_eve
                 err = capsys.readouterr().err
                 assert "Traceback" not in err and where in err, (argv, err)
         shutil.rmtree(bundle)
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_number_is_refused_where_the_type_wants_a_number(number: float) -> None:
+    """The journal writes NaN and ±Infinity as null, so a record holding one passed the gate's own item check and
+    then made the signed bundle unreadable to every reader (w/attack12, three writers). The check now refuses it where
+    the gate checks the item, naming the field."""
+    with pytest.raises(ShapeError) as caught:
+        check_json({"x": number}, _Float)
+    assert caught.value.path == ".x" and "not a finite number" in caught.value.message
+    check_json({"at": number}, _Shape)  # float | None: journaled as null, which the form allows
+    placed = {"pod": "p", "node": "n", "waited_s": number, "decided_at": None, "observed_epoch_s": None}
+    with pytest.raises(DocumentError, match=r"items\[0\]\.records\[0\]\.data\.waited_s: is .*not a finite number"):
+        check_item(_item([{"kind": "scheduling.placed", "at": "t", "data": placed}]), "items[0]")

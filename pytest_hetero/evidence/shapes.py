@@ -6,7 +6,8 @@ check hold a record's ``data`` to that declaration, so a reader can subscript wh
 forms understood are the ones those declarations use, as JSON holds them: a TypedDict (required keys present,
 ``NotRequired``/``Required`` and ``total=False`` honoured, keys it does not declare left alone: a newer writer
 may add fields), ``X | Y``/``Optional``, ``Literal[...]``, ``list[X]``, ``dict[str, X]``, ``str``, ``int`` (not a
-bool), ``float`` (an int too, not a bool), ``bool``, ``None``, and ``Any``/``object`` (anything).
+bool), ``float`` (an int too, not a bool; finite: the journal would write NaN or ±Infinity as null), ``bool``,
+``None``, and ``Any``/``object`` (anything).
 
 A TypedDict's hints are resolved once (:func:`typing.get_type_hints` with ``include_extras``), in its module's
 namespace: a module whose TypedDicts are checked imports ``NotRequired`` at run time.
@@ -15,6 +16,7 @@ namespace: a module whose TypedDicts are checked imports ``NotRequired`` at run 
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -140,6 +142,8 @@ def _check_class(value: object, hint: type, path: str, depth: int) -> None:
     if hint is float:
         if type(value) not in (float, int):
             raise ShapeError(path, f"is {_named(value)}, not a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ShapeError(path, f"is {value!r}, not a finite number (JSON has no NaN or Infinity)")
     elif hint in (dict, list, str, int, bool):
         if type(value) is not hint:
             raise ShapeError(path, f"is {_named(value)}, not {_JSON_NAMES[hint]}")
@@ -149,7 +153,10 @@ def _check_class(value: object, hint: type, path: str, depth: int) -> None:
 
 def _check_union(value: object, hint: object, args: tuple[object, ...], path: str, depth: int) -> None:
     """``value`` fits one of ``args``; when none fits and exactly one member is of ``value``'s JSON type (an
-    object among ``X | None``), that member's own error is raised, which names the deeper path."""
+    object among ``X | None``, a number among ``float | None``), that member's own error is raised, which names the
+    deeper path or the finer reason."""
+    if isinstance(value, float) and not math.isfinite(value) and type(None) in args:
+        return  # the journal writes it as null, which the form allows: what is read back fits
     errors: list[ShapeError] = []
     for arg in args:
         try:
@@ -158,7 +165,8 @@ def _check_union(value: object, hint: object, args: tuple[object, ...], path: st
             errors.append(error)
         else:
             return
-    deeper = [e for e in errors if e.path != path]
-    if len(deeper) == 1:
-        raise deeper[0]
+    mismatch = f"is {_named(value)}, not "
+    specific = [e for e in errors if e.path != path or not e.message.startswith(mismatch)]
+    if len(specific) == 1:  # the one member of the value's own JSON type, and what is wrong inside it
+        raise specific[0]
     raise ShapeError(path, f"is {_named(value)}, not {_expected(hint)}")
