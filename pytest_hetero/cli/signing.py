@@ -258,9 +258,9 @@ def _render(args: argparse.Namespace) -> int:
 def _render_unverified(bundle: Path, fmt: str, evidence: EvidenceDocument, signoff: SignoffView,
                        lang: str) -> bytes:
     """:func:`pytest_hetero.reporting.writers.render` of a bundle read without a key (as hostile as any file): the
-    loader checks the document's sections, items and records' envelopes, not each record kind's ``data``, so a
-    record a renderer reads that lacks a field or holds another JSON type (an edited or foreign evidence.json) is
-    refused here as one message naming the file, never a traceback. Raises :class:`HeteroError`."""
+    loader holds the document's sections, items and every record of a declared kind to their types; this catch is
+    the net for what no declaration covers (an undeclared section or kind a renderer reads), refused as one message
+    naming the file, never a traceback. Raises :class:`HeteroError`."""
     from jinja2 import UndefinedError
 
     from pytest_hetero.reporting.writers import render

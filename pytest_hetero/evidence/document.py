@@ -5,9 +5,9 @@ These are :class:`~typing.TypedDict` s: at run time the document stays the plain
 while the checker knows each field's type, and that statuses, layers and owner categories are the
 :mod:`pytest_hetero.vocab` Literals. A field every writer has always written is required (read it with a
 subscript); one a later version added, or that is written only sometimes, is ``NotRequired`` (read it with
-``.get``). Records' ``data`` stays an open JSON object: each record kind has its own facts, and the loader
-checks no kind's fields; a kind read across modules has a typed reader (:func:`rule_results`,
-:func:`model_identity`) that keeps a reader's defaults for a record that lacks a field.
+``.get``). A record's ``data`` is typed by its kind (:mod:`pytest_hetero.evidence.records`: one TypedDict per
+kind the gate writes), and :func:`check_item` holds every record of a declared kind to it
+(:func:`pytest_hetero.evidence.records.check_records`); a plugin's own kinds keep an open object.
 
 Untrusted JSON becomes an :class:`EvidenceDocument` in one place, :func:`as_document` (used by the
 verifying loader, :func:`pytest_hetero.bundle.verify.load_verified`): it checks the shape of what is typed

@@ -74,7 +74,10 @@ def pytest_hetero_evidence(ctx: LayerContext | None, evidence: ItemDict) -> None
     the item's LayerContext, or None for an item that never reached its check (blocked, a
     business item whose model item was not applicable, or a backend that could not be built).
     An item whose run crashed outside pytest-hetero's handling (pytest records a harness error
-    for it) does not pass here. Every implementation is called.
+    for it) does not pass here. Every implementation is called. A record the hook adds of a kind the gate
+    declares (:data:`pytest_hetero.evidence.records.KINDS`) must fit that kind's shape, as every record is checked
+    after the hooks (:func:`pytest_hetero.evidence.document.check_item`): one that does not errors the item, naming
+    the field; a kind of the plugin's own keeps an open ``data`` object.
     """
 
 
