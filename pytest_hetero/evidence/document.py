@@ -47,7 +47,7 @@ __all__ = [
     "SelectionSection", "SummarySection", "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode",
     "UntestedSection", "UnvalidatedNode", "ValidationSection",
     "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of",
-    "rule_results", "run_section", "run_start",
+    "rule_results", "run_section", "run_start", "RECORD_ENVELOPE", "is_record",
 ]
 
 
@@ -717,9 +717,8 @@ def check_item(item: object, where: str) -> None:
     if not math.isfinite(item["duration_s"]):  # a hook's NaN (the bundle loader refuses a NaN token itself)
         raise DocumentError(f"{where}.duration_s", f"is {item['duration_s']!r}, not a finite number of seconds")
     for r, record in enumerate(item["records"]):
-        if (type(record) is not dict or type(record.get("kind")) is not str or type(record.get("at")) is not str
-                or type(record.get("data")) is not dict):
-            raise DocumentError(f"{where}.records[{r}]", "is not a record {kind: string, at: string, data: object}")
+        if not is_record(record):
+            raise DocumentError(f"{where}.records[{r}]", f"is not a record {RECORD_ENVELOPE}")
     from pytest_hetero.evidence.records import check_records  # noqa: PLC0415 - records imports this module
 
     check_records(item["records"], where)
@@ -727,6 +726,18 @@ def check_item(item: object, where: str) -> None:
     if failure is not None and (type(failure) is not dict or not all(
             type(failure.get(k)) is str for k in ("layer", "category", "message", "owner"))):
         raise DocumentError(f"{where}.failure", "is not a failure {layer, category, message, owner: strings}")
+
+
+RECORD_ENVELOPE = "{kind: string, at: string, data: object}"
+"""A record's envelope as the messages name it (its ``data``'s shape is its kind's:
+:func:`pytest_hetero.evidence.records.check_records`)."""
+
+
+def is_record(value: object) -> bool:
+    """Whether ``value`` (parsed JSON) is a record's envelope, :data:`RECORD_ENVELOPE`: the one rule for
+    :func:`check_item` and the journal's line check (:func:`pytest_hetero.evidence.recorder.entry_problem`)."""
+    return (type(value) is dict and type(value.get("kind")) is str and type(value.get("at")) is str
+            and type(value.get("data")) is dict)
 
 
 def _check(entry: object, fields: tuple[tuple[str, type], ...], where: str) -> None:

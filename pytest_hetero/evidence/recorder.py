@@ -39,11 +39,13 @@ from pytest_hetero.errors import BundleError, Location, MatrixError
 from pytest_hetero.evidence.document import (
     ITEM_FIELDS,
     ITEM_RESULT_FIELDS,
+    RECORD_ENVELOPE,
     RUN_FIELD_TYPES,
     RUN_START_FIELDS,
     ItemDict,
     LeftoverDict,
     RunStart,
+    is_record,
     run_section,
 )
 from pytest_hetero.evidence.journal import JournalKey, JournalRead, Recover, no_recovery, read_lines, seal
@@ -490,10 +492,8 @@ def _records_problem(records: list[Any]) -> str:
     """Why one of an item's ``records`` (a list) is not a record ``{kind: string, at: string, data: object}``, as the
     typed loader (:func:`pytest_hetero.evidence.document.check_item`) judges it; empty when each is one."""
     for n, record in enumerate(records):
-        if (type(record) is not dict or type(record.get("kind")) is not str
-                or type(record.get("at")) is not str or type(record.get("data")) is not dict):
-            return (f"item entry field 'evidence.records[{n}]' is not a record "
-                    "{kind: string, at: string, data: object}")
+        if not is_record(record):
+            return f"item entry field 'evidence.records[{n}]' is not a record {RECORD_ENVELOPE}"
     return ""
 
 
