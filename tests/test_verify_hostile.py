@@ -230,3 +230,25 @@ def test_a_payload_that_is_not_an_object(bundle: Path, keys: dict[str, Path]) ->
     (bundle / "attestation.intoto.jsonl").write_bytes(envelope_bytes(line))
     assert [str(p) for p in verify_bundle(bundle, [load_public_key(keys["gate.pub"])]).problems] == [
         "attestation.intoto.jsonl: malformed: line 1: the payload is not a JSON object"]
+
+
+def test_a_signed_evidence_document_its_readers_refuse_is_a_named_failure(bundle: Path, keys: dict[str, Path]) -> None:
+    """A bundle whose evidence.json is signed and listed, but holds a record its own kind's shape refuses (only a
+    gate writer's bug, or a holder of the gate key, can make one): ``render``/``diff``/``catalog`` refuse it, so
+    ``verify`` must not say OK — it names the file and the field (attack12's finding, session of 12-04)."""
+    doc = json.loads((bundle / "evidence.json").read_text())
+    doc["items"][0]["records"].append({"kind": "scheduling.placed", "at": "2026-11-29T10:00:01Z",
+                                       "data": {"pod": "p", "node": "n", "waited_s": "soon", "decided_at": None,
+                                                "observed_epoch_s": None}})
+    data = json.dumps(doc, indent=1, sort_keys=True).encode()
+    (bundle / "evidence.json").write_bytes(data)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    [entry] = [e for e in manifest["files"] if e["path"] == "evidence.json"]
+    entry.update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    resign(bundle, keys["gate"], manifest=manifest_bytes(manifest))
+    status, out, _ = verify_cli(bundle, keys["gate.pub"])
+    assert status == 1
+    assert out[0] == ("FAIL evidence.json: content: signed, but not an evidence document the readers accept at "
+                      "items[0].records[1].data.waited_s: is a string, not a number (record kind scheduling.placed) "
+                      "(a gate defect, or a newer format than this verifier knows)"), out
+    assert out[-1] == f"verification FAILED: 1 problem(s) in {bundle}"

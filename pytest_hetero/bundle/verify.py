@@ -13,6 +13,8 @@ failed step vouches for is read):
 5. every file of the bundle, walked with ``os.scandir`` relative to directory descriptors: each
    listed file is a regular file hashed up to its listed size, nothing unlisted, no symlink, FIFO,
    device or socket (each a named ``unsafe`` problem); the documented files are all there;
+   ``evidence.json`` (the bytes with the listed digest) is a document the verifying loader accepts
+   (a ``content`` problem names the field otherwise: its readers would refuse it);
    ``validation.intoto.jsonl`` (each pool's VSA, outside the manifest like the attestation): present
    exactly when the signed statement has pools, one line per pool, each signed by a trusted gate key
    and saying what the signed statement says (:func:`pytest_hetero.bundle.vsa.check_vsas`);
@@ -362,6 +364,33 @@ def check_files(bundle_dir: Path, entries: list[tuple[str, str, int]], result: V
                                                               "signed manifest: the bundle is incomplete"))
 
 
+def _check_evidence(bundle_dir: Path, entries: list[tuple[str, str, int]], result: Verification) -> None:
+    """Step 5b: the signed ``evidence.json`` is an evidence document its readers accept — the verifying loader
+    (:func:`_evidence_of`: every section and record held to its declared shape) runs on the bytes whose digest
+    the manifest lists, so ``verify`` never says OK for a bundle that ``render``, ``diff``, ``trend`` or
+    ``catalog`` would refuse. Skipped when the file is not listed or was already found changed (that problem
+    is noted). Adds a ``content`` problem naming the field that does not fit."""
+    listed = next(((sha, size) for rel, sha, size in entries if rel == EVIDENCE), None)
+    if listed is None or any(p.path == EVIDENCE for p in result.problems):
+        return
+    sha, size = listed
+    try:
+        data = read_regular(bundle_dir, EVIDENCE, size)
+    except Unreadable as exc:
+        result.problems.append(Problem(EVIDENCE, exc.kind, exc.detail))
+        return
+    if hashlib.sha256(data).hexdigest() != sha:  # changed after the manifest check read it
+        result.problems.append(Problem(EVIDENCE, "modified", "its sha256 is not the signed manifest's"))
+        return
+    try:
+        _evidence_of(data, bundle_dir / EVIDENCE)
+    except BundleError as exc:
+        where = f" at {exc.location.field}" if exc.location.field else ""
+        result.problems.append(Problem(EVIDENCE, "content", f"signed, but not an evidence document the readers "
+                                       f"accept{where}: {exc.message.removeprefix('not an evidence document: ')} (a gate defect, or a newer format than "
+                                       f"this verifier knows)"))
+
+
 def _age_problem(finished_at: Any, max_age_s: float, now: datetime) -> Problem | None:
     try:
         finished = datetime.fromisoformat(str(finished_at).replace("Z", "+00:00"))
@@ -440,6 +469,7 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
     if entries is None:
         return result
     check_files(bundle_dir, entries, result)
+    _check_evidence(bundle_dir, entries, result)
     listed = {rel: sha for rel, sha, _ in entries}
     for name, sha in subjects.items():
         if name != MANIFEST and listed.get(name) != sha:
