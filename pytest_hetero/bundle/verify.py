@@ -386,9 +386,10 @@ def _check_evidence(bundle_dir: Path, entries: list[tuple[str, str, int]], resul
         _evidence_of(data, bundle_dir / EVIDENCE)
     except BundleError as exc:
         where = f" at {exc.location.field}" if exc.location.field else ""
+        why = exc.message.removeprefix("not an evidence document: ")
         result.problems.append(Problem(EVIDENCE, "content", f"signed, but not an evidence document the readers "
-                                       f"accept{where}: {exc.message.removeprefix('not an evidence document: ')} (a gate defect, or a newer format than "
-                                       f"this verifier knows)"))
+                                       f"accept{where}: {why} (a gate defect, or a newer format than this verifier "
+                                       "knows)"))
 
 
 def _age_problem(finished_at: Any, max_age_s: float, now: datetime) -> Problem | None:
