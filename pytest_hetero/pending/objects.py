@@ -206,3 +206,52 @@ class EventObject:
                    reporting_controller=event.reporting_controller,
                    involved=f"{str(ref.kind).lower()}/{ref.name}" if inv else "",
                    namespace=str(ref.namespace), timestamps=stamps)
+
+
+class PodSpecFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pasted Pod's ``spec`` as far as the pending readers read it, as written: ``schedulingGates``,
+    ``schedulerName`` ("" when absent), ``affinity``, ``nodeSelector``; None when absent."""
+
+    scheduling_gates: object = None
+    scheduler_name: object = ""
+    affinity: object = None
+    node_selector: object = None
+
+
+class SchedulingGateFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``spec.schedulingGates[]`` entry as written: its ``name`` (None when absent)."""
+
+    name: object = None
+
+
+class AffinityFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pod's ``spec.affinity`` as written: its ``nodeAffinity`` (None when absent)."""
+
+    node_affinity: object = None
+
+
+class NodeAffinityFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pod's ``spec.affinity.nodeAffinity`` as written: ``requiredDuringSchedulingIgnoredDuringExecution`` (None
+    when absent)."""
+
+    required_during_scheduling_ignored_during_execution: object = None
+
+
+class PodStatusFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pasted Pod's ``status`` as far as the pending readers read it, as written: ``reason`` and ``message`` (""
+    when absent), ``initContainerStatuses`` and ``containerStatuses`` (None when absent)."""
+
+    reason: object = ""
+    message: object = ""
+    init_container_statuses: object = None
+    container_statuses: object = None
+
+
+class ContainerStatusFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pasted ``containerStatuses[]`` entry as written: ``name`` and ``image`` ("" when absent), ``state`` and
+    ``lastState`` (None when absent)."""
+
+    name: object = ""
+    image: object = ""
+    state: object = None
+    last_state: object = None
