@@ -202,3 +202,20 @@ def test_a_pod_keeps_its_conditions_and_container_statuses_as_served() -> None:
     assert pod.served_container_statuses == _load(WAITING_STATUS)["containerStatuses"]
     fresh = parse_pod(_load(JUST_CREATED_POD))
     assert (fresh.served_conditions, fresh.served_container_statuses) == (None, None)
+
+
+def test_an_object_that_does_not_fit_its_served_shape_is_refused_naming_the_field() -> None:
+    """A field absent that the apiserver always serves, or served with another type, is refused by the one
+    conversion with a ``msgspec.ValidationError`` (a ValueError) whose message names the field's ``$.path``."""
+    import msgspec
+    import pytest
+
+    raw = _load(JUST_CREATED_POD)
+    raw["status"] = _load(WAITING_STATUS)
+    raw["status"]["containerStatuses"][0]["restartCount"] = "none"
+    with pytest.raises(msgspec.ValidationError, match=r"\$\.status\.containerStatuses\[0\]\.restartCount"):
+        parse_pod(raw)
+    node = _load(NODE_WITHOUT_TAINTS)
+    del node["metadata"]["name"]
+    with pytest.raises(ValueError, match=r"missing required field `name` - at `\$\.metadata`"):
+        parse_node(node)

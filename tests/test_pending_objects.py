@@ -52,3 +52,13 @@ def test_event_core_v1_and_events_k8s_io_v1() -> None:
     assert EventObject.parse({}).involved == ""
     with pytest.raises(ParseError, match="source is a str, expected a mapping"):
         parse_event_object({"note": "queue closed", "source": "odd"})
+
+
+def test_keys_that_are_not_text_are_left_out_and_nothing_raises() -> None:
+    """YAML lets any scalar be a key (``1:``, ``no:``): such a key names no field; the fields around it are read."""
+    import yaml
+
+    parsed = KubeObject.parse(yaml.safe_load("1: x\nno: y\nkind: Node\nmetadata: {null: 1, name: n}\n"))
+    assert (parsed.kind, parsed.name, parsed.metadata_value) == ("Node", "n", {None: 1, "name": "n"})
+    event = EventObject.parse(yaml.safe_load("2: 3\nreason: Failed\ninvolvedObject: {1: 1, kind: Pod, name: p}\n"))
+    assert (event.reason, event.involved) == ("Failed", "pod/p")

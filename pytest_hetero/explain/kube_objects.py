@@ -7,7 +7,9 @@ pending readers: :mod:`pytest_hetero.pending.objects`), then by kind
 The pasted text is untrusted: a field that is absent, null or of another type than the API's takes the default
 each shape documents; values recorded as finding quantities keep their scalar as written (any other value as its
 text). The field names and meanings are the Kubernetes API's (core/v1 Node, Event), Kueue's
-(kueue.x-k8s.io/v1beta1 Workload) and Volcano's (scheduling.volcano.sh PodGroup/Queue, batch.volcano.sh Job)."""
+(kueue.x-k8s.io/v1beta1 Workload) and Volcano's (scheduling.volcano.sh PodGroup/Queue, batch.volcano.sh Job); each
+part read is declared once as a Struct of the fields as written (the ``*Fields`` classes) and read by
+:func:`~pytest_hetero.pending.objects.read_fields`."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import msgspec
+
 from pytest_hetero.explain.model import Value
 from pytest_hetero.pending.events import EventRow
 from pytest_hetero.pending.model import Condition
-from pytest_hetero.pending.objects import EventObject, KubeObject
+from pytest_hetero.pending.objects import EventObject, KubeObject, read_fields
 
 __all__ = ["KubeEvent", "KubeObject", "NodeObject", "PodGroupObject", "PodSetAssignment", "QueueObject",
            "VcJobObject", "WorkloadObject", "conditions", "scalar"]
@@ -64,6 +68,40 @@ def conditions(value: object) -> tuple[Condition, ...]:
     return tuple(Condition.parse(c) for c in _objects(value))
 
 
+class NodeStatusFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A Node's ``status`` (or a node status pasted alone) as written: ``addresses``, ``capacity``,
+    ``allocatable``; None when absent."""
+
+    addresses: object = None
+    capacity: object = None
+    allocatable: object = None
+
+
+class NodeAddressFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``status.addresses[]`` entry as written: ``type`` (``Hostname``, ``InternalIP``…) and ``address``."""
+
+    type: object = None
+    address: object = None
+
+
+class TaintsFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A Node's ``spec`` as far as it is read: ``taints`` as written."""
+
+    taints: object = None
+
+
+class TaintFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``spec.taints[]`` entry as written: ``key``, ``value``, ``effect``; None when absent."""
+
+    key: object = None
+    value: object = None
+    effect: object = None
+
+    def text(self) -> str:
+        """``key[=value]:effect`` (``=value`` left out when empty)."""
+        return f"{self.key}{'=' + str(self.value) if self.value else ''}:{self.effect}"
+
+
 @dataclass(frozen=True)
 class NodeObject:
     """A core/v1 Node (or a kind-less node status): ``name`` (metadata.name, else the ``Hostname`` address; None when
@@ -86,16 +124,37 @@ class NodeObject:
         ``capacity``/``allocatable`` is not a mapping or ``addresses`` not iterable."""
         status, found = (obj.status, obj.status_conditions) if obj.status is not None else (obj.whole,
                                                                                            obj.own_conditions)
-        addresses = {str(a.get("type")): str(a.get("address")) for a in _objects(status.get("addresses"))}
-        taints = tuple(f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
-                       for t in _objects(obj.spec.get("taints")))
-        ann = obj.metadata.get("annotations")
+        fields = read_fields(status, NodeStatusFields)
+        addresses = {str(a.type): str(a.address)
+                     for a in (read_fields(entry, NodeAddressFields) for entry in _objects(fields.addresses))}
+        taints = tuple(read_fields(t, TaintFields).text() for t in _objects(read_fields(obj.spec, TaintsFields).taints))
+        ann = obj.meta.annotations
         registers = tuple(str(value) for key, value in (ann.items() if isinstance(ann, Mapping) else ())
                           if str(key).startswith("hami.io/node-") and str(key).endswith("-register"))
         return cls(name=obj.name or addresses.get("Hostname") or None, addresses=addresses,
-                   capacity=_resources(status.get("capacity")), allocatable=_resources(status.get("allocatable")),
-                   labels=_texts(obj.metadata.get("labels")), taints=taints, conditions=conditions(found),
+                   capacity=_resources(fields.capacity), allocatable=_resources(fields.allocatable),
+                   labels=_texts(obj.meta.labels), taints=taints, conditions=conditions(found),
                    hami_registers=registers)
+
+
+class WorkloadStatusFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kueue Workload's ``status`` as far as it is read: ``admission`` as written."""
+
+    admission: object = None
+
+
+class AdmissionFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A Workload's ``status.admission`` as written: ``clusterQueue`` and ``podSetAssignments``."""
+
+    cluster_queue: object = None
+    pod_set_assignments: object = None
+
+
+class PodSetAssignmentFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A ``podSetAssignments[]`` entry as written: ``flavors`` and ``resourceUsage``."""
+
+    flavors: object = None
+    resource_usage: object = None
 
 
 class PodSetAssignment(NamedTuple):
@@ -119,13 +178,64 @@ class WorkloadObject:
     def parse(cls, obj: KubeObject) -> WorkloadObject:
         """Read the workload fields of ``obj``. Raises AttributeError as the reader always did when a pod set's
         ``flavors``/``resourceUsage`` is not a mapping."""
-        status = obj.status_or_empty()
-        found = status.get("admission")
-        admission: Mapping[str, object] = found if isinstance(found, Mapping) else {}
-        assignments = tuple(PodSetAssignment(_resources(ps.get("flavors")), _resources(ps.get("resourceUsage")))
-                            for ps in _objects(admission.get("podSetAssignments")))
-        return cls({c.type: c for c in conditions(obj.status_conditions)}, scalar(admission.get("clusterQueue")),
+        found = read_fields(obj.status_or_empty(), WorkloadStatusFields).admission
+        admission = read_fields(found if isinstance(found, Mapping) else {}, AdmissionFields)
+        assignments = tuple(PodSetAssignment(_resources(ps.flavors), _resources(ps.resource_usage))
+                            for ps in (read_fields(entry, PodSetAssignmentFields)
+                                       for entry in _objects(admission.pod_set_assignments)))
+        return cls({c.type: c for c in conditions(obj.status_conditions)}, scalar(admission.cluster_queue),
                    assignments)
+
+
+class PodGroupSpecFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A Volcano PodGroup's ``spec`` as written: ``queue`` ("" when absent), ``minMember``, ``minResources``."""
+
+    queue: object = ""
+    min_member: object = None
+    min_resources: object = None
+
+
+class PhaseFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``phase`` as written ("" when absent): a PodGroup's ``status``, a Volcano Job's ``status.state``."""
+
+    phase: object = ""
+
+
+class VcJobSpecFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A Volcano Job's ``spec`` as written: ``minAvailable``, ``queue``; None when absent."""
+
+    min_available: object = None
+    queue: object = None
+
+
+class VcJobStatusFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A Volcano Job's ``status`` as written: ``state`` (``{phase}``), ``minAvailable``, the ``pending`` and
+    ``running`` counters; None when absent."""
+
+    state: object = None
+    min_available: object = None
+    pending: object = None
+    running: object = None
+
+
+class QueueSpecFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A Volcano Queue's ``spec`` as written: ``weight``, ``reclaimable`` and the resource blocks ``capability``,
+    ``guarantee``, ``deserved``; None when absent."""
+
+    weight: object = None
+    reclaimable: object = None
+    capability: object = None
+    guarantee: object = None
+    deserved: object = None
+
+
+class QueueStatusFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A Volcano Queue's ``status`` as written: ``state`` and the resource blocks ``allocated``, ``reservation``;
+    None when absent (its counters are read by presence: :data:`_QUEUE_COUNTERS`)."""
+
+    state: object = None
+    allocated: object = None
+    reservation: object = None
 
 
 @dataclass(frozen=True)
@@ -141,9 +251,8 @@ class PodGroupObject:
     @classmethod
     def parse(cls, obj: KubeObject) -> PodGroupObject:
         """Read the PodGroup fields of ``obj``."""
-        spec, status = obj.spec, obj.status_or_empty()
-        return cls(str(spec.get("queue", "")), str(status.get("phase", "")), scalar(spec.get("minMember")),
-                   _texts(spec.get("minResources")))
+        spec, status = read_fields(obj.spec, PodGroupSpecFields), read_fields(obj.status_or_empty(), PhaseFields)
+        return cls(str(spec.queue), str(status.phase), scalar(spec.min_member), _texts(spec.min_resources))
 
 
 @dataclass(frozen=True)
@@ -160,16 +269,12 @@ class VcJobObject:
     @classmethod
     def parse(cls, obj: KubeObject) -> VcJobObject:
         """Read the Job fields of ``obj``."""
-        spec, status = obj.spec, obj.status_or_empty()
-        found = status.get("state")
-        state: Mapping[str, object] = found if isinstance(found, Mapping) else {}
-        phase = str(state.get("phase", ""))
-        return cls(phase, scalar(status.get("minAvailable") or spec.get("minAvailable")),
-                   scalar(status.get("pending")), scalar(status.get("running")), scalar(spec.get("queue")))
+        spec, status = read_fields(obj.spec, VcJobSpecFields), read_fields(obj.status_or_empty(), VcJobStatusFields)
+        state = read_fields(status.state if isinstance(status.state, Mapping) else {}, PhaseFields)
+        return cls(str(state.phase), scalar(status.min_available or spec.min_available), scalar(status.pending),
+                   scalar(status.running), scalar(spec.queue))
 
 
-_QUEUE_SPEC_BLOCKS = ("capability", "guarantee", "deserved")
-_QUEUE_STATUS_BLOCKS = ("allocated", "reservation")
 _QUEUE_COUNTERS = ("pending", "running", "inqueue", "completed", "unknown")
 
 
@@ -189,11 +294,12 @@ class QueueObject:
     @classmethod
     def parse(cls, obj: KubeObject) -> QueueObject:
         """Read the Queue fields of ``obj``."""
-        spec, status = obj.spec, obj.status_or_empty()
-        blocks = {part: _texts(block) for part, source in [(p, spec) for p in _QUEUE_SPEC_BLOCKS]
-                  + [(p, status) for p in _QUEUE_STATUS_BLOCKS]
-                  for block in [source.get(part)] if isinstance(block, Mapping)}
-        return cls(scalar(spec.get("weight")), scalar(spec.get("reclaimable")), scalar(status.get("state")), blocks,
+        status = obj.status_or_empty()
+        spec, fields = read_fields(obj.spec, QueueSpecFields), read_fields(status, QueueStatusFields)
+        blocks = {part: _texts(block) for part, block in (
+            ("capability", spec.capability), ("guarantee", spec.guarantee), ("deserved", spec.deserved),
+            ("allocated", fields.allocated), ("reservation", fields.reservation)) if isinstance(block, Mapping)}
+        return cls(scalar(spec.weight), scalar(spec.reclaimable), scalar(fields.state), blocks,
                    {c: scalar(status[c]) for c in _QUEUE_COUNTERS if c in status})
 
 

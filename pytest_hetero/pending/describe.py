@@ -24,7 +24,17 @@ from dataclasses import dataclass, field
 from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
 from pytest_hetero.pending.model import Reason, as_map, conditions_of, make_reason, mappings_of
-from pytest_hetero.pending.objects import EventObject, KubeObject
+from pytest_hetero.pending.objects import (
+    AffinityFields,
+    ContainerStatusFields,
+    EventObject,
+    KubeObject,
+    NodeAffinityFields,
+    PodSpecFields,
+    PodStatusFields,
+    SchedulingGateFields,
+    read_fields,
+)
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 from pytest_hetero.pending.startup import (
     PULL,
@@ -345,8 +355,8 @@ def parse_event_object(obj: Mapping[str, object]) -> list[Reason]:
 def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a Pod dict: PodScheduled=False, kubelet rejections, container statuses."""
     parsed = KubeObject.parse(obj)
-    status = as_map(parsed.status_value, "status")
-    spec = as_map(parsed.spec_value, "spec")
+    status = read_fields(as_map(parsed.status_value, "status"), PodStatusFields)
+    spec = read_fields(as_map(parsed.spec_value, "spec"), PodSpecFields)
     reasons: list[Reason] = []
     for cond in conditions_of(parsed.status_conditions, "status.conditions"):
         if cond.type != "PodScheduled" or cond.status == "True":
@@ -354,7 +364,8 @@ def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
         message = cond.message or ""
         if cond.reason == "SchedulingGated":
             gates = ",".join(
-                str(g.get("name")) for g in mappings_of(spec.get("schedulingGates"), "spec.schedulingGates")
+                str(read_fields(g, SchedulingGateFields).name)
+                for g in mappings_of(spec.scheduling_gates, "spec.schedulingGates")
             )
             reasons.append(
                 make_reason(
@@ -365,13 +376,11 @@ def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
                 )
             )
             continue
-        volcano = "volcano" in str(spec.get("schedulerName", ""))
+        volcano = "volcano" in str(spec.scheduler_name)
         found = parse_scheduler_message(message, source="volcano" if volcano else "scheduler")
-        node_affinity = as_map(
-            as_map(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), "spec.affinity.nodeAffinity"
-        )
-        affinity = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-        if affinity and not spec.get("nodeSelector"):
+        affinity = read_fields(as_map(spec.affinity, "spec.affinity"), AffinityFields)
+        node_affinity = read_fields(as_map(affinity.node_affinity, "spec.affinity.nodeAffinity"), NodeAffinityFields)
+        if node_affinity.required_during_scheduling_ignored_during_execution and not spec.node_selector:
             found = [
                 make_reason(
                     r.source, "node_affinity_mismatch", r.message, nodes=r.nodes, total_nodes=r.total_nodes
@@ -381,15 +390,17 @@ def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
                 for r in found
             ]
         reasons += found
-    kubelet = kubelet_admission(str(status.get("reason", "")), str(status.get("message", "")))
+    kubelet = kubelet_admission(str(status.reason), str(status.message))
     if kubelet is not None:
         reasons.append(kubelet)
-    for key in ("initContainerStatuses", "containerStatuses"):
-        for entry in mappings_of(status.get(key), f"status.{key}"):
+    for key, listed in (("initContainerStatuses", status.init_container_statuses),
+                        ("containerStatuses", status.container_statuses)):
+        for entry in mappings_of(listed, f"status.{key}"):
+            seen = read_fields(entry, ContainerStatusFields)
             reasons += container_reasons(
-                str(entry.get("name", "")) or None,
-                container_state(as_map(entry.get("state"), f"status.{key}[].state")),
-                container_state(as_map(entry.get("lastState"), f"status.{key}[].lastState")),
-                image=str(entry.get("image", "")) or None,
+                str(seen.name) or None,
+                container_state(as_map(seen.state, f"status.{key}[].state")),
+                container_state(as_map(seen.last_state, f"status.{key}[].lastState")),
+                image=str(seen.image) or None,
             )
     return reasons

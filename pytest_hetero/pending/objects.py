@@ -6,17 +6,62 @@ The pasted text is untrusted: parsing never raises. A part of the wrong type is 
 reading (``metadata_value`` beside ``metadata``…), so that a strict reader (the pending readers refuse a
 ``metadata`` that is not a mapping with a :class:`~pytest_hetero.errors.ParseError` naming it) and a lenient one
 (the explain readers read it as empty) read the same parse. Field names and meanings are the Kubernetes API's
-(``ObjectMeta``, core/v1 ``Event``, events.k8s.io/v1 ``Event``)."""
+(``ObjectMeta``, core/v1 ``Event``, events.k8s.io/v1 ``Event``, core/v1 ``Pod`` and ``Node``).
+
+The fields read of a pasted mapping are declared once, as :mod:`msgspec` Structs whose fields are all ``object``
+with the default a reader takes for an absent key (the ``*Fields`` classes), and read by one conversion,
+:func:`read_fields`: no value can be refused there (a pasted value is kept as written, null included), and each
+reader narrows the values it uses. The apiserver's own objects, typed and strict, are the engine's
+(:mod:`pytest_hetero.backends.kubernetes.objects`): a pasted object may be partial, edited or of another version."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
+
+import msgspec
+
+_Fields = TypeVar("_Fields", bound=msgspec.Struct)
+
+
+def read_fields(value: Mapping[str, object], shape: type[_Fields]) -> _Fields:
+    """The fields of the pasted mapping ``value`` as ``shape`` (a Struct of ``object`` fields, each with its default
+    for an absent key; values kept as written). A key that is not text (YAML allows any scalar as a key) names no
+    field and is left out. Never raises for such a ``shape``."""
+    try:
+        return msgspec.convert(value, shape)
+    except msgspec.ValidationError:  # a key that is not text: msgspec reads an object's keys as field names
+        return msgspec.convert({k: v for k, v in value.items() if isinstance(k, str)}, shape)
 
 
 def _mapping(value: object) -> Mapping[str, object]:
     """``value`` when it is a mapping, else an empty one."""
     return value if isinstance(value, Mapping) else {}
+
+
+class TopFields(msgspec.Struct, frozen=True, kw_only=True, rename={"api_version": "apiVersion"}):
+    """The top-level fields of any pasted object, as written: ``kind`` and ``apiVersion`` ("" when absent),
+    ``metadata``, ``spec``, ``status``, ``items`` (a ``…List``'s), ``message``, ``conditions`` (a status pasted
+    alone) and ``type`` (an Event's); None when absent."""
+
+    kind: object = ""
+    api_version: object = ""
+    metadata: object = None
+    spec: object = None
+    status: object = None
+    items: object = None
+    message: object = None
+    conditions: object = None
+    type: object = None
+
+
+class MetaFields(msgspec.Struct, frozen=True, kw_only=True):
+    """An ``ObjectMeta`` as written: ``name``, ``labels``, ``annotations``; None when absent."""
+
+    name: object = None
+    labels: object = None
+    annotations: object = None
 
 
 @dataclass(frozen=True)
@@ -26,7 +71,7 @@ class KubeObject:
     - ``kind`` and ``api`` (``apiVersion``) as text ("" when absent); ``name`` (``metadata.name`` as text; None when
       absent, null or ``metadata`` is not a mapping);
     - ``metadata`` and ``spec``: the mappings (empty when absent or not a mapping); ``metadata_value`` and
-      ``spec_value``: as written (None when absent);
+      ``spec_value``: as written (None when absent); ``meta``: the fields of ``metadata`` (:class:`MetaFields`);
     - ``status``: the mapping (None when absent or not a mapping); ``status_value``: as written (None when absent)
       and ``has_status``: whether the key is there (a kind-less status pasted alone has none: the object is its
       own status);
@@ -41,6 +86,7 @@ class KubeObject:
     name: str | None
     metadata: Mapping[str, object]
     metadata_value: object
+    meta: MetaFields
     spec: Mapping[str, object]
     spec_value: object
     status: Mapping[str, object] | None
@@ -56,19 +102,18 @@ class KubeObject:
     @classmethod
     def parse(cls, obj: Mapping[str, object]) -> KubeObject:
         """Read ``obj``'s top level (see the class). Never raises."""
-        meta, spec, status, items = obj.get("metadata"), obj.get("spec"), obj.get("status"), obj.get("items")
-        metadata = _mapping(meta)
-        name, message = metadata.get("name"), obj.get("message")
-        found = status if isinstance(status, Mapping) else None
-        return cls(kind=str(obj.get("kind", "")), api=str(obj.get("apiVersion", "")),
-                   name=None if name is None else str(name), metadata=metadata, metadata_value=meta,
-                   spec=_mapping(spec), spec_value=spec, status=found, status_value=status,
-                   has_status="status" in obj,
-                   status_conditions=None if found is None else found.get("conditions"),
-                   own_conditions=obj.get("conditions"),
-                   items=items if isinstance(items, list) else None,
-                   message=message if isinstance(message, str) else None,
-                   event_like="involvedObject" in obj or "regarding" in obj or obj.get("type") in ("Warning", "Normal"),
+        top = read_fields(obj, TopFields)
+        metadata = _mapping(top.metadata)
+        meta = read_fields(metadata, MetaFields)
+        found = top.status if isinstance(top.status, Mapping) else None
+        return cls(kind=str(top.kind), api=str(top.api_version), name=None if meta.name is None else str(meta.name),
+                   metadata=metadata, metadata_value=top.metadata, meta=meta, spec=_mapping(top.spec),
+                   spec_value=top.spec, status=found, status_value=top.status, has_status="status" in obj,
+                   status_conditions=None if found is None else read_fields(found, StatusConditions).conditions,
+                   own_conditions=top.conditions,
+                   items=top.items if isinstance(top.items, list) else None,
+                   message=top.message if isinstance(top.message, str) else None,
+                   event_like="involvedObject" in obj or "regarding" in obj or top.type in ("Warning", "Normal"),
                    whole=obj)
 
     def status_or_empty(self) -> Mapping[str, object]:
@@ -84,6 +129,45 @@ class KubeObject:
         """The conditions of :meth:`status_or_self` as written: ``status.conditions`` when the object has a
         ``status`` (None when that is not a mapping), else its own ``conditions``."""
         return self.status_conditions if self.has_status else self.own_conditions
+
+
+class StatusConditions(msgspec.Struct, frozen=True, kw_only=True):
+    """A status's ``conditions`` as written (None when absent)."""
+
+    conditions: object = None
+
+
+class EventFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pasted Event's fields as written (core/v1, or events.k8s.io/v1's ``note``, ``regarding``,
+    ``reportingController``): ``type`` (Warning when absent), ``reason`` ("" when absent), the rest None."""
+
+    type: object = "Warning"
+    reason: object = ""
+    message: object = None
+    note: object = None
+    count: object = None
+    source: object = None
+    involved_object: object = None
+    regarding: object = None
+    reporting_component: object = None
+    reporting_controller: object = None
+    first_timestamp: object = None
+    last_timestamp: object = None
+
+
+class EventSourceFields(msgspec.Struct, frozen=True, kw_only=True):
+    """An Event's ``source`` as written: its ``component`` (None when absent)."""
+
+    component: object = None
+
+
+class ReferenceFields(msgspec.Struct, frozen=True, kw_only=True):
+    """An ``ObjectReference`` (an Event's ``involvedObject``/``regarding``) as written: ``kind``, ``name``,
+    ``namespace`` ("" when absent)."""
+
+    kind: object = ""
+    name: object = ""
+    namespace: object = ""
 
 
 @dataclass(frozen=True)
@@ -111,14 +195,63 @@ class EventObject:
     @classmethod
     def parse(cls, item: Mapping[str, object]) -> EventObject:
         """Read the event fields of ``item``. Never raises."""
-        inv = _mapping(item.get("involvedObject") or item.get("regarding"))
-        source, count = item.get("source"), item.get("count")
-        stamps = tuple(str(t) for t in (item.get("firstTimestamp"), item.get("lastTimestamp")) if t)
-        return cls(str(item.get("type", "Warning")), str(item.get("reason", "")),
-                   str(item.get("message") or item.get("note") or ""),
-                   count=count if isinstance(count, int) else None, source=source,
-                   component=_mapping(source).get("component"),
-                   reporting_component=item.get("reportingComponent"),
-                   reporting_controller=item.get("reportingController"),
-                   involved=f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}" if inv else "",
-                   namespace=str(inv.get("namespace", "")), timestamps=stamps)
+        event = read_fields(item, EventFields)
+        inv = _mapping(event.involved_object or event.regarding)
+        ref = read_fields(inv, ReferenceFields)
+        stamps = tuple(str(t) for t in (event.first_timestamp, event.last_timestamp) if t)
+        return cls(str(event.type), str(event.reason), str(event.message or event.note or ""),
+                   count=event.count if isinstance(event.count, int) else None, source=event.source,
+                   component=read_fields(_mapping(event.source), EventSourceFields).component,
+                   reporting_component=event.reporting_component,
+                   reporting_controller=event.reporting_controller,
+                   involved=f"{str(ref.kind).lower()}/{ref.name}" if inv else "",
+                   namespace=str(ref.namespace), timestamps=stamps)
+
+
+class PodSpecFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pasted Pod's ``spec`` as far as the pending readers read it, as written: ``schedulingGates``,
+    ``schedulerName`` ("" when absent), ``affinity``, ``nodeSelector``; None when absent."""
+
+    scheduling_gates: object = None
+    scheduler_name: object = ""
+    affinity: object = None
+    node_selector: object = None
+
+
+class SchedulingGateFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``spec.schedulingGates[]`` entry as written: its ``name`` (None when absent)."""
+
+    name: object = None
+
+
+class AffinityFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pod's ``spec.affinity`` as written: its ``nodeAffinity`` (None when absent)."""
+
+    node_affinity: object = None
+
+
+class NodeAffinityFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pod's ``spec.affinity.nodeAffinity`` as written: ``requiredDuringSchedulingIgnoredDuringExecution`` (None
+    when absent)."""
+
+    required_during_scheduling_ignored_during_execution: object = None
+
+
+class PodStatusFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pasted Pod's ``status`` as far as the pending readers read it, as written: ``reason`` and ``message`` (""
+    when absent), ``initContainerStatuses`` and ``containerStatuses`` (None when absent)."""
+
+    reason: object = ""
+    message: object = ""
+    init_container_statuses: object = None
+    container_statuses: object = None
+
+
+class ContainerStatusFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A pasted ``containerStatuses[]`` entry as written: ``name`` and ``image`` ("" when absent), ``state`` and
+    ``lastState`` (None when absent)."""
+
+    name: object = ""
+    image: object = ""
+    state: object = None
+    last_state: object = None
