@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TypedDict
+from typing import Annotated, TypedDict
+
+import msgspec
 
 from pytest_hetero.serving.protocol import Answer, Get, Identity, PreparedRequest, Sample, ServingProtocol
 
@@ -129,10 +131,30 @@ def _encode(doc: ChatRequest | EmbeddingsRequest) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+class StreamDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """``choices[0].delta`` of a streamed chat event: the ``content`` it adds (None or absent: nothing)."""
+
+    content: str | None = None
+
+
+class StreamChoice(msgspec.Struct, frozen=True, kw_only=True):
+    """A choice of a streamed chat event: its ``delta`` (absent: an empty one)."""
+
+    delta: StreamDelta = msgspec.field(default_factory=StreamDelta)
+
+
+class StreamEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``data:`` event of a streamed chat completion (OpenAI API ``chat.completion.chunk``): its ``choices``
+    (at least one; the first is read)."""
+
+    choices: Annotated[list[StreamChoice], msgspec.Meta(min_length=1)]
+
+
 def _sse_text(body: bytes) -> str:
     """Join ``choices[0].delta.content`` of every ``data:`` event until ``[DONE]`` (an event without a
-    ``delta`` adds nothing). Raises ValueError (JSONDecodeError) for an event that is not JSON or whose
-    ``choices[0]`` or ``delta`` is not an object, KeyError/IndexError/TypeError for another shape."""
+    ``delta`` adds nothing). Raises ValueError (JSONDecodeError) for an event that is not JSON, ValueError naming
+    the field for an event of another shape than :class:`StreamEvent` (no ``choices``, an empty one, a
+    ``choices[0]`` or ``delta`` that is not an object, a ``content`` that is not text)."""
     parts: list[str] = []
     for line in body.decode("utf-8").splitlines():
         if not line.startswith("data:"):
@@ -140,9 +162,9 @@ def _sse_text(body: bytes) -> str:
         data = line[5:].strip()
         if data == "[DONE]":
             break
-        choice = json.loads(data)["choices"][0]
-        delta = choice.get("delta", {}) if isinstance(choice, dict) else None
-        if not isinstance(delta, dict):
-            raise ValueError(f"a streamed event's choices[0] is not an object with a delta object: {data[:200]!r}")
-        parts.append(delta.get("content") or "")
+        try:
+            event = msgspec.convert(json.loads(data), StreamEvent)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"a streamed event of another shape ({exc}): {data[:200]!r}") from None
+        parts.append(event.choices[0].delta.content or "")
     return "".join(parts)
