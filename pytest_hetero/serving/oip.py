@@ -23,7 +23,16 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import httpx
 import msgspec
 
-from pytest_hetero.serving.protocol import Answer, Get, Identity, PreparedRequest, Sample, ServingProtocol
+from pytest_hetero.matrix.model import Serving
+from pytest_hetero.serving.protocol import (
+    Answer,
+    Get,
+    Identity,
+    PreparedRequest,
+    Sample,
+    ServingProtocol,
+    options_of,
+)
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
@@ -76,8 +85,23 @@ class InferResponse(msgspec.Struct, frozen=True, kw_only=True):
     model_version: str | int | float | None = None
 
 
+class OipOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``serving.options`` of this protocol (see the module docstring): ``input_name``, ``datatype``,
+    ``output_name`` (None: the first output) and ``versioned`` (None: false)."""
+
+    input_name: str = "predict"
+    datatype: str = "FP64"
+    output_name: str | None = None
+    versioned: bool | None = None
+
+
 class OpenInferenceProtocol(ServingProtocol):
-    """KServe V2 REST client of one served model."""
+    """KServe V2 REST client of one served model. Raises OptionsInvalid (a ValueError) when an option of
+    ``serving.options`` has another type than :class:`OipOptions` declares."""
+
+    def __init__(self, serving: Serving) -> None:
+        super().__init__(serving)
+        self.options = options_of(serving, OipOptions)
 
     name = "oip"
     ready_path = "/v2/health/ready"
@@ -108,18 +132,17 @@ class OpenInferenceProtocol(ServingProtocol):
 
     def prepare(self, samples: list[Sample], batch: int) -> list[PreparedRequest]:
         """One ``[batch, features]`` tensor per request, named ``input_name``."""
-        opts = self.serving.options
-        path = self._model_path(bool(opts.get("versioned", False))) + "/infer"
+        opts = self.options
+        path = self._model_path(bool(opts.versioned)) + "/infer"
         out: list[PreparedRequest] = []
         for start in range(0, len(samples), batch):
             chunk = samples[start:start + batch]
             width = len(chunk[0].features)
             doc: InferRequest = {"inputs": [{
-                "name": opts.get("input_name", "predict"), "shape": [len(chunk), width],
-                "datatype": opts.get("datatype", "FP64"),
+                "name": opts.input_name, "shape": [len(chunk), width], "datatype": opts.datatype,
                 "data": [v for s in chunk for v in s.features]}]}
-            if "output_name" in opts:
-                doc["outputs"] = [{"name": opts["output_name"]}]
+            if opts.output_name is not None:
+                doc["outputs"] = [{"name": opts.output_name}]
             out.append(PreparedRequest(path, json.dumps(doc, separators=(",", ":")).encode(),
                                        tuple(range(start, start + len(chunk)))))
         return out
@@ -127,7 +150,7 @@ class OpenInferenceProtocol(ServingProtocol):
     def parse(self, request: PreparedRequest, body: bytes) -> Answer:
         """Predictions from the named (or first) output: one row per sample, a scalar when the row
         has one element. Raises ValueError on a malformed document or a row count mismatch."""
-        wanted = self.serving.options.get("output_name")
+        wanted = self.options.output_name
         try:
             doc = msgspec.convert(json.loads(body), InferResponse)
             out = next(o for o in doc.outputs if wanted is None or o.name == wanted)

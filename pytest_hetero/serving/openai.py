@@ -26,11 +26,34 @@ from typing import Annotated, TypedDict
 
 import msgspec
 
-from pytest_hetero.serving.protocol import Answer, Get, Identity, PreparedRequest, Sample, ServingProtocol
+from pytest_hetero.matrix.model import Serving
+from pytest_hetero.serving.protocol import (
+    Answer,
+    Get,
+    Identity,
+    PreparedRequest,
+    Sample,
+    ServingProtocol,
+    options_of,
+)
+
+
+class OpenAIOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``serving.options`` of this protocol (see the module docstring): ``max_tokens``, ``stream`` (None: false)
+    and ``system`` (None: no system prompt)."""
+
+    max_tokens: int = 16
+    stream: bool | None = None
+    system: str | None = None
 
 
 class OpenAICompatible(ServingProtocol):
-    """OpenAI-compatible client of one served model (``task``: ``embeddings`` or ``chat``)."""
+    """OpenAI-compatible client of one served model (``task``: ``embeddings`` or ``chat``). Raises OptionsInvalid
+    (a ValueError) when an option of ``serving.options`` has another type than :class:`OpenAIOptions` declares."""
+
+    def __init__(self, serving: Serving) -> None:
+        super().__init__(serving)
+        self.options = options_of(serving, OpenAIOptions)
 
     name = "openai"
     ready_path = "/v1/models"
@@ -59,7 +82,7 @@ class OpenAICompatible(ServingProtocol):
     def prepare(self, samples: list[Sample], batch: int) -> list[PreparedRequest]:
         """Embeddings: ``batch`` texts per request; chat: one prompt per request."""
         model = self.serving.model_name
-        opts = self.serving.options
+        opts = self.options
         out: list[PreparedRequest] = []
         if self.task == "embeddings":
             for start in range(0, len(samples), batch):
@@ -68,13 +91,12 @@ class OpenAICompatible(ServingProtocol):
                 out.append(PreparedRequest("/v1/embeddings", _encode(body),
                                            tuple(range(start, start + len(chunk)))))
             return out
-        stream = bool(opts.get("stream", False))
+        stream = bool(opts.stream)
         for pos, sample in enumerate(samples):
-            messages: list[ChatMessage] = [{"role": "system", "content": str(opts["system"])}] if "system" in opts \
-                else []
+            messages: list[ChatMessage] = [] if opts.system is None else [{"role": "system", "content": opts.system}]
             messages.append({"role": "user", "content": _text(sample)})
             chat: ChatRequest = {"model": model, "messages": messages, "temperature": 0,
-                                    "max_tokens": int(opts.get("max_tokens", 16)), "stream": stream}
+                                    "max_tokens": opts.max_tokens, "stream": stream}
             out.append(PreparedRequest("/v1/chat/completions", _encode(chat), (pos,), stream=stream))
         return out
 

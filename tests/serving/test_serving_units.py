@@ -16,7 +16,7 @@ from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Auth, LoadSettings, Rollback, Serving
 from pytest_hetero.serving.oip import OpenInferenceProtocol
 from pytest_hetero.serving.openai import OpenAICompatible, _sse_text
-from pytest_hetero.serving.protocol import Sample, expand_endpoint, read_samples
+from pytest_hetero.serving.protocol import OptionsInvalid, Sample, expand_endpoint, read_samples
 from serving.helpers import DIGITS, oip, serving_matrix
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
@@ -91,6 +91,32 @@ def test_oip_identity_reads_name_and_versions_and_nothing_of_a_document_of_anoth
     odd = proto.identity(answering({"name": 5, "versions": ["1.0.0"]}))
     assert (odd.found, odd.name, odd.versions) == (True, None, [])
     assert odd.raw["/v2/models/digits"] == {"name": 5, "versions": ["1.0.0"]}
+
+
+def test_protocol_options_are_read_once_as_declared() -> None:
+    proto = OpenInferenceProtocol(Serving("oip", "digits", "2.0.0", endpoint="http://x", options={
+        "versioned": True, "input_name": "x", "datatype": "FP32", "output_name": "o", "unknown": 1}))
+    (req,) = proto.prepare([Sample(0, 0, (1.0,))], 2)
+    assert req.path == "/v2/models/digits/versions/2.0.0/infer"
+    assert json.loads(req.body) == {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}],
+                                    "outputs": [{"name": "o"}]}
+    unversioned = OpenInferenceProtocol(Serving("oip", "digits", "2.0.0", endpoint="http://x",
+                                                options={"versioned": None}))
+    assert unversioned.prepare([Sample(0, 0, (1.0,))], 2)[0].path == "/v2/models/digits/infer"
+    chat = OpenAICompatible(Serving("openai", "tiny", "1", endpoint="http://x", options={
+        "system": "be brief", "max_tokens": 4}))
+    (req,) = chat.prepare([Sample(1, None, text="hi")], 1)
+    assert json.loads(req.body) == {"model": "tiny", "messages": [{"role": "system", "content": "be brief"},
+                                                                  {"role": "user", "content": "hi"}],
+                                    "temperature": 0, "max_tokens": 4, "stream": False}
+
+
+def test_a_protocol_option_of_another_type_is_refused_naming_it() -> None:
+    # (until msgspec: max_tokens "16" was coerced, "lots" raised out of int(); an input_name 5 was sent as is)
+    with pytest.raises(OptionsInvalid, match=r"protocol 'openai' \(model tiny\): .*`\$\.max_tokens`"):
+        OpenAICompatible(Serving("openai", "tiny", "1", endpoint="http://x", options={"max_tokens": "16"}))
+    with pytest.raises(OptionsInvalid, match=r"`\$\.input_name`"):
+        OpenInferenceProtocol(Serving("oip", "digits", "2.0.0", endpoint="http://x", options={"input_name": 5}))
 
 
 def test_openai_chat_stream_and_embeddings() -> None:
