@@ -19,6 +19,7 @@ from pytest_hetero.backends.docker.api import (
     ImageInspect,
     Listed,
     StatsDocument,
+    list_labelled,
     pull_errors,
 )
 
@@ -140,3 +141,30 @@ def test_pull_errors_are_the_error_texts_of_the_progress_stream() -> None:
     assert pull_errors(refused, "x") == ["manifest unknown"]
     with pytest.raises(EngineAnswerUnreadable, match=r"pull progress message .*`\$\.error`"):
         pull_errors(odd, "x")
+
+
+def test_list_labelled_lists_each_kind_in_order_and_names_a_field_of_another_type() -> None:
+    class Api:
+        def __init__(self, volumes: object) -> None:
+            self.answer = volumes
+
+        def containers(self, **_: object) -> list[object]:
+            return [{"Names": ["/c"], "Id": "c1", "Labels": {"k": "v"}, "Created": 1}]
+
+        def volumes(self, **_: object) -> object:
+            return self.answer
+
+        def images(self, **_: object) -> list[object]:
+            return [{"Id": "sha256:i"}]
+
+        def networks(self, **_: object) -> list[object]:
+            return [{"Name": "n", "Id": "n1"}]
+
+    listed: Any = Api({"Volumes": [{"Name": "v"}], "Warnings": None})
+    assert [(kind, found.name) for kind, found in list_labelled(listed, "x")] == [
+        ("container", "c"), ("volume", "v"), ("image", "sha256:i"), ("network", "n")]
+    no_volumes: Any = Api({"Volumes": None})
+    assert [kind for kind, _ in list_labelled(no_volumes, "x")] == ["container", "image", "network"]
+    odd: Any = Api({"Volumes": [{"Name": 7}]})
+    with pytest.raises(EngineAnswerUnreadable, match=r"volume list .*`\$\.Volumes\[0\]\.Name`"):
+        list_labelled(odd, "x")

@@ -224,7 +224,7 @@ class _InfoDoc(msgspec.Struct, frozen=True, kw_only=True, rename="pascal"):
     id: str | None = msgspec.field(default=None, name="ID")
     name: str | None = None
     operating_system: str | None = None
-    runtimes: dict[str, Any] | None = None
+    runtimes: dict[str, object] | None = None
     default_runtime: str | None = None
     ncpu: int | None = msgspec.field(default=None, name="NCPU")
     mem_total: int | None = None
@@ -351,34 +351,6 @@ ListedKind = Literal["container", "volume", "image", "network"]
 """The kinds of object :func:`list_labelled` finds."""
 
 
-class _Row(msgspec.Struct, frozen=True, kw_only=True, rename="pascal"):
-    labels: dict[str, str] | None = None
-
-
-class _ContainerRow(_Row, frozen=True, kw_only=True, rename="pascal"):
-    names: Annotated[list[str], msgspec.Meta(min_length=1)]
-    id: str
-    created: _Number = None
-
-
-class _VolumeRow(_Row, frozen=True, kw_only=True, rename="pascal"):
-    name: str
-
-
-class _ImageRow(_Row, frozen=True, kw_only=True, rename="pascal"):
-    id: str
-    created: _Number = None
-
-
-class _NetworkRow(_Row, frozen=True, kw_only=True, rename="pascal"):
-    name: str
-    id: str
-
-
-class _VolumeList(msgspec.Struct, frozen=True, kw_only=True, rename="pascal"):
-    volumes: list[dict[str, Any]] | None = None
-
-
 @dataclass(frozen=True)
 class Listed:
     """One object a list call names (what ``hetero cleanup`` selects and removes): its ``name`` (a container's first
@@ -396,18 +368,54 @@ class Listed:
         """One object ``raw`` of a list call of ``kind`` (as the SDK returns it): a container's name is its first of
         ``Names`` without the ``/``, an image's its ``Id``; a volume's id its ``Name``. Raises
         :class:`EngineAnswerUnreadable` when the name or id is absent or a field has another type."""
-        what = f"{kind} list entry"
-        if kind == "container":
-            c = _convert(raw, _ContainerRow, what)
-            return cls(name=c.names[0].lstrip("/"), id=c.id, labels=c.labels or {}, created=c.created)
-        if kind == "volume":
-            v = _convert(raw, _VolumeRow, what)
-            return cls(name=v.name, id=v.name, labels=v.labels or {}, created=None)
-        if kind == "image":
-            i = _convert(raw, _ImageRow, what)
-            return cls(name=i.id, id=i.id, labels=i.labels or {}, created=i.created)
-        n = _convert(raw, _NetworkRow, what)
-        return cls(name=n.name, id=n.id, labels=n.labels or {}, created=None)
+        return _convert(raw, _ROWS[kind], f"{kind} list entry").listed()
+
+
+class _Row(msgspec.Struct, frozen=True, kw_only=True, rename="pascal"):
+    labels: dict[str, str] | None = None
+
+    def listed(self) -> Listed:
+        raise NotImplementedError
+
+
+class _ContainerRow(_Row, frozen=True, kw_only=True, rename="pascal"):
+    names: Annotated[list[str], msgspec.Meta(min_length=1)]
+    id: str
+    created: _Number = None
+
+    def listed(self) -> Listed:
+        return Listed(name=self.names[0].lstrip("/"), id=self.id, labels=self.labels or {}, created=self.created)
+
+
+class _VolumeRow(_Row, frozen=True, kw_only=True, rename="pascal"):
+    name: str
+
+    def listed(self) -> Listed:
+        return Listed(name=self.name, id=self.name, labels=self.labels or {}, created=None)
+
+
+class _ImageRow(_Row, frozen=True, kw_only=True, rename="pascal"):
+    id: str
+    created: _Number = None
+
+    def listed(self) -> Listed:
+        return Listed(name=self.id, id=self.id, labels=self.labels or {}, created=self.created)
+
+
+class _NetworkRow(_Row, frozen=True, kw_only=True, rename="pascal"):
+    name: str
+    id: str
+
+    def listed(self) -> Listed:
+        return Listed(name=self.name, id=self.id, labels=self.labels or {}, created=None)
+
+
+_ROWS: dict[ListedKind, type[_Row]] = {"container": _ContainerRow, "volume": _VolumeRow, "image": _ImageRow,
+                                       "network": _NetworkRow}
+
+
+class _VolumeList(msgspec.Struct, frozen=True, kw_only=True, rename="pascal"):
+    volumes: list[_VolumeRow] | None = None
 
 
 def list_labelled(api: docker.APIClient, label: str) -> list[tuple[ListedKind, Listed]]:
@@ -417,7 +425,7 @@ def list_labelled(api: docker.APIClient, label: str) -> list[tuple[ListedKind, L
     found: list[tuple[ListedKind, Listed]] = [
         ("container", Listed.parse(c, "container")) for c in api.containers(all=True, filters={"label": label})]
     volumes = _convert(api.volumes(filters={"label": label}), _VolumeList, "volume list").volumes
-    found += [("volume", Listed.parse(v, "volume")) for v in volumes or ()]
+    found += [("volume", v.listed()) for v in volumes or ()]
     found += [("image", Listed.parse(i, "image")) for i in api.images(all=True, filters={"label": label})]
     found += [("network", Listed.parse(n, "network")) for n in api.networks(filters={"label": label})]
     return found
