@@ -27,6 +27,7 @@ the field (``$.State.ExitCode``). What the evidence keeps as the engine served i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -84,7 +85,7 @@ class ContainerState:
     document: dict[str, Any]
 
     @classmethod
-    def parse(cls, raw: dict[str, Any] | None) -> ContainerState:
+    def parse(cls, raw: Mapping[str, object] | None) -> ContainerState:
         """The state of a ``State`` object (None: an empty state, not running). Raises
         :class:`EngineAnswerUnreadable` for a field of another type than the API's."""
         doc = _convert(raw or {}, _StateDoc, "container State")
@@ -100,8 +101,8 @@ class _HostConfigDoc(msgspec.Struct, frozen=True, kw_only=True, rename="pascal")
     cpuset_cpus: str | None = None
     memory: _Number = None
     memory_swap: _Number = None
-    devices: list[dict[str, Any]] | None = None
-    device_requests: list[dict[str, Any]] | None = None
+    devices: list[dict[str, object]] | None = None
+    device_requests: list[dict[str, object]] | None = None
     runtime: str | None = None
 
 
@@ -121,7 +122,7 @@ class HostConfig:
     allocated: dict[str, Any]
 
     @classmethod
-    def parse(cls, raw: dict[str, Any] | None) -> HostConfig:
+    def parse(cls, raw: Mapping[str, object] | None) -> HostConfig:
         """The limits of a ``HostConfig`` object (None, or absent limits: 0). Raises
         :class:`EngineAnswerUnreadable` for a field of another type than the API's."""
         return cls.of(_convert(raw or {}, _HostConfigDoc, "container HostConfig"))
@@ -139,7 +140,7 @@ class _ContainerDoc(msgspec.Struct, frozen=True, kw_only=True, rename="pascal"):
     name: str | None = None
     created: str | None = None
     restart_count: _Number = None
-    state: dict[str, Any] | None = None
+    state: dict[str, object] | None = None
     host_config: _HostConfigDoc | None = None
 
 
