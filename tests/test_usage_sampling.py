@@ -413,6 +413,23 @@ def test_docker_stats_sample_that_fails_says_why_and_is_never_zero() -> None:
                                "source": values["cpu_s"]["source"], "unavailable": "ConnectionError: engine gone"}
 
 
+def test_docker_stats_document_of_another_shape_loses_its_sample_not_the_stream() -> None:
+    from pytest_hetero.backends.docker.usage import StatsSampling
+
+    docs: queue.Queue[Any] = queue.Queue()
+    open_stream, _ = _stream(docs)
+    stats = StatsSampling(open_stream, "c1", "box")
+    stats.start()
+    stats.during = True
+    docs.put({"memory_stats": {"usage": "a lot"}})  # (until msgspec: read as no usage, silently)
+    docs.put(_doc(10, 1_000_000_000))
+    _settle(stats, docs, 2)
+    stats.stop()
+    result = stats.result()
+    assert result["samples"] == 1 and result["devices"][0]["series"]["memory_used_mib"] == [10.0]
+    assert len(result["errors"]) == 1 and "`$.memory_stats.usage`" in result["errors"][0]
+
+
 def test_docker_stats_a_run_shorter_than_a_tick_has_no_peak_and_says_why() -> None:
     from pytest_hetero.backends.docker.usage import StatsSampling
 

@@ -47,6 +47,7 @@ from pytest_hetero.probes.usage import Sampler, sampling, unavailable
 from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, LevelSummary, run_levels, summarise
 from pytest_hetero.serving.protocol import (
     Answer,
+    OptionsInvalid,
     PreparedRequest,
     ServingProtocol,
     expand_endpoint,
@@ -64,14 +65,18 @@ REFUSED = (401, 403)
 
 def protocol_for(ctx: LayerContext, serving: Serving) -> ServingProtocol:
     """The protocol client from the run's ``pytest_hetero_make_protocol`` hook (``ctx.hook``; the
-    built-ins without one); LayerBroken when none answers."""
+    built-ins without one); LayerBroken when none answers, or (``configuration``) when the protocol refuses an
+    option of ``serving.options`` (:class:`~pytest_hetero.serving.protocol.OptionsInvalid`)."""
     proto: ServingProtocol | None
-    if ctx.hook is not None:
-        proto = ctx.hook.pytest_hetero_make_protocol(name=serving.protocol, serving=serving)
-    else:
-        from pytest_hetero.hooks.builtin import pytest_hetero_make_protocol
+    try:
+        if ctx.hook is not None:
+            proto = ctx.hook.pytest_hetero_make_protocol(name=serving.protocol, serving=serving)
+        else:
+            from pytest_hetero.hooks.builtin import pytest_hetero_make_protocol
 
-        proto = pytest_hetero_make_protocol(name=serving.protocol, serving=serving)
+            proto = pytest_hetero_make_protocol(name=serving.protocol, serving=serving)
+    except OptionsInvalid as exc:
+        raise LayerBroken(str(exc), "configuration") from None
     if proto is None:
         raise LayerBroken(f"no plugin provides serving protocol '{serving.protocol}' "
                           "(built-ins: oip, openai)", "protocol_unknown")

@@ -22,13 +22,38 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TypedDict
+from typing import Annotated, TypedDict
 
-from pytest_hetero.serving.protocol import Answer, Get, Identity, PreparedRequest, Sample, ServingProtocol
+import msgspec
+
+from pytest_hetero.matrix.model import Serving
+from pytest_hetero.serving.protocol import (
+    Answer,
+    Get,
+    Identity,
+    PreparedRequest,
+    Sample,
+    ServingProtocol,
+    options_of,
+)
+
+
+class OpenAIOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``serving.options`` of this protocol (see the module docstring): ``max_tokens``, ``stream`` (None: false)
+    and ``system`` (None: no system prompt)."""
+
+    max_tokens: int = 16
+    stream: bool | None = None
+    system: str | None = None
 
 
 class OpenAICompatible(ServingProtocol):
-    """OpenAI-compatible client of one served model (``task``: ``embeddings`` or ``chat``)."""
+    """OpenAI-compatible client of one served model (``task``: ``embeddings`` or ``chat``). Raises OptionsInvalid
+    (a ValueError) when an option of ``serving.options`` has another type than :class:`OpenAIOptions` declares."""
+
+    def __init__(self, serving: Serving) -> None:
+        super().__init__(serving)
+        self.options = options_of(serving, OpenAIOptions)
 
     name = "openai"
     ready_path = "/v1/models"
@@ -57,7 +82,7 @@ class OpenAICompatible(ServingProtocol):
     def prepare(self, samples: list[Sample], batch: int) -> list[PreparedRequest]:
         """Embeddings: ``batch`` texts per request; chat: one prompt per request."""
         model = self.serving.model_name
-        opts = self.serving.options
+        opts = self.options
         out: list[PreparedRequest] = []
         if self.task == "embeddings":
             for start in range(0, len(samples), batch):
@@ -66,13 +91,12 @@ class OpenAICompatible(ServingProtocol):
                 out.append(PreparedRequest("/v1/embeddings", _encode(body),
                                            tuple(range(start, start + len(chunk)))))
             return out
-        stream = bool(opts.get("stream", False))
+        stream = bool(opts.stream)
         for pos, sample in enumerate(samples):
-            messages: list[ChatMessage] = [{"role": "system", "content": str(opts["system"])}] if "system" in opts \
-                else []
+            messages: list[ChatMessage] = [] if opts.system is None else [{"role": "system", "content": opts.system}]
             messages.append({"role": "user", "content": _text(sample)})
             chat: ChatRequest = {"model": model, "messages": messages, "temperature": 0,
-                                    "max_tokens": int(opts.get("max_tokens", 16)), "stream": stream}
+                                    "max_tokens": opts.max_tokens, "stream": stream}
             out.append(PreparedRequest("/v1/chat/completions", _encode(chat), (pos,), stream=stream))
         return out
 
@@ -129,10 +153,30 @@ def _encode(doc: ChatRequest | EmbeddingsRequest) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+class StreamDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """``choices[0].delta`` of a streamed chat event: the ``content`` it adds (None or absent: nothing)."""
+
+    content: str | None = None
+
+
+class StreamChoice(msgspec.Struct, frozen=True, kw_only=True):
+    """A choice of a streamed chat event: its ``delta`` (absent: an empty one)."""
+
+    delta: StreamDelta = msgspec.field(default_factory=StreamDelta)
+
+
+class StreamEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``data:`` event of a streamed chat completion (OpenAI API ``chat.completion.chunk``): its ``choices``
+    (at least one; the first is read)."""
+
+    choices: Annotated[list[StreamChoice], msgspec.Meta(min_length=1)]
+
+
 def _sse_text(body: bytes) -> str:
     """Join ``choices[0].delta.content`` of every ``data:`` event until ``[DONE]`` (an event without a
-    ``delta`` adds nothing). Raises ValueError (JSONDecodeError) for an event that is not JSON or whose
-    ``choices[0]`` or ``delta`` is not an object, KeyError/IndexError/TypeError for another shape."""
+    ``delta`` adds nothing). Raises ValueError (JSONDecodeError) for an event that is not JSON, ValueError naming
+    the field for an event of another shape than :class:`StreamEvent` (no ``choices``, an empty one, a
+    ``choices[0]`` or ``delta`` that is not an object, a ``content`` that is not text)."""
     parts: list[str] = []
     for line in body.decode("utf-8").splitlines():
         if not line.startswith("data:"):
@@ -140,9 +184,9 @@ def _sse_text(body: bytes) -> str:
         data = line[5:].strip()
         if data == "[DONE]":
             break
-        choice = json.loads(data)["choices"][0]
-        delta = choice.get("delta", {}) if isinstance(choice, dict) else None
-        if not isinstance(delta, dict):
-            raise ValueError(f"a streamed event's choices[0] is not an object with a delta object: {data[:200]!r}")
-        parts.append(delta.get("content") or "")
+        try:
+            event = msgspec.convert(json.loads(data), StreamEvent)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"a streamed event of another shape ({exc}): {data[:200]!r}") from None
+        parts.append(event.choices[0].delta.content or "")
     return "".join(parts)

@@ -16,12 +16,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import httpx
+import msgspec
 
 from pytest_hetero.matrix.model import Serving
 
+_O = TypeVar("_O")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -118,6 +120,21 @@ class Identity:
     versions: list[str] = field(default_factory=list)
     version_served: bool | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+
+
+class OptionsInvalid(ValueError):
+    """A protocol's ``serving.options`` has an option of another type than the protocol declares (the message
+    names the protocol and the option, ``$.max_tokens``)."""
+
+
+def options_of(serving: Serving, shape: type[_O]) -> _O:
+    """``serving.options`` converted once to the protocol's declared ``shape`` (a ``msgspec.Struct``; options it
+    does not declare are ignored). Raises :class:`OptionsInvalid` naming the option of another type."""
+    try:
+        return msgspec.convert(serving.options, shape)
+    except msgspec.ValidationError as exc:
+        raise OptionsInvalid(f"serving.options of protocol {serving.protocol!r} (model {serving.model_name}): "
+                             f"{exc}") from None
 
 
 Get = Callable[[str], httpx.Response]

@@ -81,6 +81,18 @@ def test_protocol_from_a_plugin_and_an_unknown_one(pytester: pytest.Pytester,
         "error", "protocol_unknown", "no plugin provides serving protocol 'grpc-v2' (built-ins: oip, openai)")
 
 
+def test_an_option_of_another_type_is_a_configuration_error_naming_it(pytester: pytest.Pytester) -> None:
+    """(until msgspec: ``max_tokens: "lots"`` was a ValueError of int() out of the load, a traceback)."""
+    served = {"protocol": "openai", "endpoint": "http://127.0.0.1:9", "model_name": "tiny", "task": "chat",
+              "options": {"max_tokens": "lots"}, "load": {"concurrency": [1], "requests": 1}}
+    pytester.makefile(".matrix.yaml", s=serving_matrix(served))
+    pytester.runpytest("-p", "no:cacheprovider")
+    start = items_of(evidence_of(pytester))[START]
+    assert (start["status"], start["failure"]["category"]) == ("error", "configuration"), start["failure"]
+    assert start["failure"]["message"] == ("serving.options of protocol 'openai' (model tiny): Expected `int`, got "
+                                           "`str` - at `$.max_tokens`")
+
+
 def evidence_of_dir(pytester: pytest.Pytester, folder: str) -> dict[str, object]:
     """evidence.json of the one bundle under ``folder``."""
     (bundle,) = (pytester.path / folder).iterdir()

@@ -13,13 +13,14 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import docker
 import docker.errors
 import docker.tls
+import msgspec
 import requests.exceptions
 
 from pytest_hetero.backends.docker.api import exec_inspect
@@ -233,16 +234,37 @@ class BindMount(TypedDict):
     read_only: bool
 
 
-def connection(target: dict[str, Any]) -> ClientOptions:
+class TlsSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """``target.tls``: PEM paths ``ca_cert``, ``client_cert`` with ``client_key`` (mutual TLS), and ``verify`` (check
+    the engine's certificate against ``ca_cert``; None: true). None where not given."""
+
+    ca_cert: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    verify: bool | None = None
+
+
+class EngineAddress(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a target's engine is: ``docker_host`` and ``tls`` (None: not given; ``tls: {}``: given, empty)."""
+
+    docker_host: str | None = None
+    tls: TlsSettings | None = None
+
+
+def connection(target: Mapping[str, object]) -> ClientOptions:
     """``docker.APIClient`` keyword arguments from the target (``docker_host``, ``tls``) or the environment.
 
     ``tls``: ``{"ca_cert", "client_cert", "client_key", "verify"}`` (PEM paths; ``verify`` checks the
     engine's certificate against ``ca_cert``, default true). Without either key,
     ``DOCKER_HOST``/``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH`` apply. Raises
-    docker.errors.TLSParameterError when a named file does not exist.
+    docker.errors.TLSParameterError when a named file does not exist, docker.errors.DockerException naming the
+    field when ``docker_host`` or a member of ``tls`` is of another type (:class:`EngineAddress`).
     """
-    host = target.get("docker_host")
-    tls = target.get("tls")
+    try:
+        where = msgspec.convert(target, EngineAddress)
+    except msgspec.ValidationError as exc:
+        raise docker.errors.DockerException(f"not a Docker engine address: {exc}") from None
+    host, tls = where.docker_host, where.tls
     if host is None and tls is None:
         env = docker.utils.kwargs_from_env()  # type: ignore[attr-defined]  # (docker.utils is not re-exported in types-docker)
         found: ClientOptions = {}
@@ -252,10 +274,10 @@ def connection(target: dict[str, Any]) -> ClientOptions:
             found["tls"] = env["tls"]
         return found
     kwargs: ClientOptions = {"base_url": host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"}
-    if tls:
-        cert = (str(tls["client_cert"]), str(tls["client_key"])) if tls.get("client_cert") else None
-        kwargs["tls"] = docker.tls.TLSConfig(client_cert=cert, ca_cert=tls.get("ca_cert"),
-                                             verify=bool(tls.get("verify", True)))
+    if tls is not None and tls != TlsSettings():  # an empty tls asks for none
+        cert = (tls.client_cert, tls.client_key or "") if tls.client_cert else None
+        kwargs["tls"] = docker.tls.TLSConfig(client_cert=cert, ca_cert=tls.ca_cert,
+                                             verify=tls.verify is not False)
     return kwargs
 
 

@@ -700,7 +700,7 @@ class DockerBackend(Backend):
             api = s.api  # reconnects after an engine outage
             for image in api.images(all=True, filters={"label": f"{OWNER}={s.owner}"}):
                 api.remove_image(image["Id"], force=True)
-            found = [Listed.parse(c, "Names", "Id")
+            found = [Listed.parse(c, "container")
                      for c in api.containers(all=True, filters={"label": f"{OWNER}={s.owner}"})]
             if s.settings.keep:
                 prefix = "" if s.local else f"DOCKER_HOST={s.engine_url} "  # a remote engine's URL is always set

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
@@ -34,6 +35,27 @@ RANK_ALIAS = "hetero-rank-{rank}"
 """DNS name of a rank on its job's network (rank 0's is the rendezvous host)."""
 POLL_S = 0.25
 """Seconds between two looks at the rank containers while waiting."""
+
+
+@dataclass
+class DockerJobHandle:
+    """What this engine keeps of a job :func:`start` made (the :data:`HANDLE` entry of :attr:`Job.handle`): the
+    job's own ``network`` (its name), the ``programs`` folder bind-mounted into each rank, and the rank containers'
+    ``ids`` in rank order (as they are created)."""
+
+    network: str
+    programs: Path
+    ids: list[str] = field(default_factory=list)
+
+
+HANDLE = "docker"
+"""The key of a job's :class:`DockerJobHandle` in :attr:`Job.handle` (engine-private)."""
+
+
+def _handle(job: Job) -> DockerJobHandle:
+    """The :class:`DockerJobHandle` of ``job`` (one :func:`start` returned)."""
+    own: DockerJobHandle = job.handle[HANDLE]
+    return own
 
 
 def start(session: DockerSession, step: Step, spec: JobSpec, image: str, python: str) -> Job:
@@ -57,7 +79,7 @@ def start(session: DockerSession, step: Step, spec: JobSpec, image: str, python:
     # of a DNS label (a long run id), and then the other ranks' resolver cannot look it up
     job = Job(spec=spec, ranks=[f"{base}-r{rank}" for rank in range(spec.world_size)],
               rendezvous_host=RANK_ALIAS.format(rank=0), where=f"Docker network {base}",
-              handle={"network": base, "ids": [], "programs": str(programs), "started": {}})
+              handle={HANDLE: DockerJobHandle(network=base, programs=programs)})
     labels = run.labels(session.settings.run_id, session.owner, "job", matrix=step.matrix.name,
                         resource=step.resource.name, image=step.image.name, job=spec.name)
     try:
@@ -77,9 +99,8 @@ def start(session: DockerSession, step: Step, spec: JobSpec, image: str, python:
                                        networking_config=api.create_networking_config(
                                            {base: api.create_endpoint_config(  # type: ignore[arg-type]  # a dict of
                                                aliases=[RANK_ALIAS.format(rank=rank)])}))["Id"]  # EndpointConfig
-            job.handle["ids"].append(cid)
+            _handle(job).ids.append(cid)
             api.start(cid)
-            job.handle["started"][rank] = time.time()
     except docker.errors.APIError as exc:
         remove(session, job)
         raise outcome(exc, f"starting job {spec.name} ({spec.world_size} ranks) from {image}", phase="start") \
@@ -89,20 +110,20 @@ def start(session: DockerSession, step: Step, spec: JobSpec, image: str, python:
 
 def logs(session: DockerSession, job: Job, rank: int) -> str:
     """Rank ``rank``'s stdout so far (its last :data:`LOG_LIMIT` bytes)."""
-    raw = session.api.logs(job.handle["ids"][rank], stdout=True, stderr=False)
+    raw = session.api.logs(_handle(job).ids[rank], stdout=True, stderr=False)
     return bytes(raw[-LOG_LIMIT:]).decode("utf-8", "replace")
 
 
 def running(session: DockerSession, job: Job) -> list[int]:
     """The ranks whose containers are running now."""
-    return [r for r, cid in enumerate(job.handle["ids"]) if container_state(session.api, cid).running]
+    return [r for r, cid in enumerate(_handle(job).ids) if container_state(session.api, cid).running]
 
 
 def kill(session: DockerSession, job: Job, rank: int) -> None:
     """SIGKILL rank ``rank``'s container; record the gate's kill in ``job.killed``."""
     job.killed.add(rank)
     try:
-        session.api.kill(job.handle["ids"][rank], signal="SIGKILL")
+        session.api.kill(_handle(job).ids[rank], signal="SIGKILL")
     except docker.errors.APIError as exc:
         if exc.status_code != 409:  # 409: it had already stopped
             raise ActionFailed(f"killing rank {rank} ({job.ranks[rank]}): {exc}", "container_exited") from None
@@ -111,7 +132,7 @@ def kill(session: DockerSession, job: Job, rank: int) -> None:
 def wait(session: DockerSession, job: Job, timeout_s: float, settle_s: float) -> list[RankExit]:
     """Wait for every rank (see :meth:`~pytest_hetero.backends.protocol.Backend.wait_job`); return their exits."""
     api = session.api
-    ids: list[str] = job.handle["ids"]
+    ids = _handle(job).ids
     deadline = time.monotonic() + timeout_s
     settle_until: float | None = None
     stopped_after: set[int] = set()
@@ -158,7 +179,7 @@ def _epoch(text: str | None) -> float | None:
 def _exit(session: DockerSession, job: Job, rank: int, state: ContainerState, *, timed_out: bool = False,
           stopped: bool = False) -> RankExit:
     api = session.api
-    cid = job.handle["ids"][rank]
+    cid = _handle(job).ids[rank]
     out = bytes(api.logs(cid, stdout=True, stderr=False)[-LOG_LIMIT:]).decode("utf-8", "replace")
     err = bytes(api.logs(cid, stdout=False, stderr=True)[-LOG_LIMIT:]).decode("utf-8", "replace")
     code = None if timed_out else state.exit_code
@@ -174,19 +195,20 @@ def _exit(session: DockerSession, job: Job, rank: int, state: ContainerState, *,
 
 def remove(session: DockerSession, job: Job) -> None:
     """Remove the rank containers, the network and the programs' folder (never the volume). Never raises."""
+    own = _handle(job)
     try:
         api = session.api
-        for cid in job.handle.get("ids", []):
+        for cid in own.ids:
             try:
                 api.remove_container(cid, force=True, v=True)
             except docker.errors.NotFound:
                 pass
         try:
-            api.remove_network(job.handle["network"])
+            api.remove_network(own.network)
         except docker.errors.NotFound:
             pass
     except Exception:  # noqa: BLE001 - cleanup must not raise; the owner label lets `hetero cleanup` finish it
         pass
     import shutil
 
-    shutil.rmtree(job.handle.get("programs", ""), ignore_errors=True)
+    shutil.rmtree(own.programs, ignore_errors=True)

@@ -104,13 +104,13 @@ class DockerSession:
     @classmethod
     def open(cls, target: dict[str, Any], settings: Settings) -> DockerSession:
         """A session for ``target`` (nothing is contacted yet; a bad TLS setup is kept in ``conn_error``)."""
+        conf = DockerTarget.parse(target)
         try:
             conn, error = run.connection(target), ""
         except docker.errors.DockerException as exc:
-            conn, error = {"base_url": target.get("docker_host")}, str(exc)
-        return cls(settings=settings, conf=DockerTarget.parse(target), conn=conn, conn_error=error,
-                   local=run.engine_is_local(conn),
-                   pull_policy=str(target.get("pull_policy", "if-not-present")))
+            conn, error = {"base_url": conf.docker_host}, str(exc)
+        return cls(settings=settings, conf=conf, conn=conn, conn_error=error, local=run.engine_is_local(conn),
+                   pull_policy=conf.pull_policy)
 
     @property
     def engine_url(self) -> str | None:

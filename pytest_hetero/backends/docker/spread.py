@@ -26,9 +26,10 @@ network their containers share (``target.network`` other than ``none``): not pro
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypedDict
+
+import msgspec
 
 from pytest_hetero.backends import slots as neutral
 from pytest_hetero.backends.docker.translate import DockerTarget
@@ -89,9 +90,9 @@ def pinned(slot: Slot, target: DockerTarget, resource: str) -> DockerTarget:
     :func:`~pytest_hetero.backends.docker.translate.translate` reads them); ``target`` itself for an unpinned
     slot."""
     if slot.kind == "devices":
-        return dataclasses.replace(target, device_ids={**target.device_ids, resource: list(slot.ids)})
+        return msgspec.structs.replace(target, device_ids={**target.device_ids, resource: list(slot.ids)})
     if slot.kind == "cpuset":
-        return dataclasses.replace(target, cpuset={**target.cpuset, resource: ",".join(slot.ids)})
+        return msgspec.structs.replace(target, cpuset={**target.cpuset, resource: ",".join(slot.ids)})
     return target
 
 

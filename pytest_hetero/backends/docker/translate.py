@@ -18,9 +18,12 @@ Everything else (other extended resources, ``ephemeral-storage``) is kept in
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
+
+import msgspec
 
 from pytest_hetero.backends.docker.client import BindMount
 from pytest_hetero.matrix.model import Resource
@@ -156,27 +159,31 @@ def host_davinci_ids(dev: Path = Path("/dev")) -> list[str]:
     return [str(i) for i in sorted(_davinci_index(n) for n in nodes)]
 
 
-@dataclass(frozen=True)
-class DockerTarget:
+class DockerTarget(msgspec.Struct, frozen=True, kw_only=True):
     """What this engine reads of the matrix's ``spec.target`` (:class:`pytest_hetero.matrix.document.TargetDoc`, the
-    schema checked its types), resolved once (:meth:`parse`): the containers' ``network`` mode (``none`` when
-    absent), the ``python`` the workload image runs (``python3``), the seconds to wait for a lost engine
-    (``engine_wait_s``; None: :data:`~pytest_hetero.backends.docker.outage.ENGINE_WAIT_S`), and per resource name
-    the ``device_ids`` its containers get (as written) and its ``cpuset``."""
+    schema checked its types), resolved once (:meth:`parse`): the engine's address ``docker_host`` (None: the
+    environment's; its ``tls`` is :func:`.client.connection`'s), the ``pull_policy`` of startup, the containers'
+    ``network`` mode (``none`` when absent), the ``python`` the workload image runs (``python3``), the seconds to
+    wait for a lost engine (``engine_wait_s``; None: :data:`~pytest_hetero.backends.docker.outage.ENGINE_WAIT_S`),
+    and per resource name the ``device_ids`` its containers get (as written) and its ``cpuset``."""
 
+    docker_host: str | None = None
+    pull_policy: str = "if-not-present"
     network: str = "none"
     python: str = "python3"
     engine_wait_s: float | None = None
-    device_ids: dict[str, list[int | str]] = field(default_factory=dict)
-    cpuset: dict[str, str] = field(default_factory=dict)
+    device_ids: dict[str, list[int | str]] = msgspec.field(default_factory=dict)
+    cpuset: dict[str, str] = msgspec.field(default_factory=dict)
 
     @classmethod
-    def parse(cls, raw: dict[str, Any]) -> DockerTarget:
-        """The settings of a matrix target ``raw`` (as the backend receives it)."""
-        wait = raw.get("engine_wait_s")
-        return cls(network=str(raw.get("network", "none")), python=str(raw.get("python", "python3")),
-                   engine_wait_s=None if wait is None else float(wait), device_ids=dict(raw.get("device_ids") or {}),
-                   cpuset=dict(raw.get("cpuset") or {}))
+    def parse(cls, raw: Mapping[str, object]) -> DockerTarget:
+        """The settings of a matrix target ``raw`` (as the backend receives it; its other keys are other engines').
+        Raises ValueError naming the field for one of another type than the schema's (a target that bypassed
+        it)."""
+        try:
+            return msgspec.convert(raw, cls)
+        except msgspec.ValidationError as exc:
+            raise ValueError(f"target: {exc}") from None
 
 
 def translate(resource: Resource, target: DockerTarget, *, host_visible: bool,

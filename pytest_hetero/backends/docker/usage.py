@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pytest_hetero.backends.docker.api import ContainerInspect, HostConfig, StatsDocument
+from pytest_hetero.backends.docker.api import ContainerInspect, EngineAnswerUnreadable, HostConfig, StatsDocument
 from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.evidence.usage import epoch
 from pytest_hetero.probes.usage import Measured, Sampler, Source, UsageRecord, _now, measured
@@ -157,7 +157,12 @@ class StatsSampling:
         if not isinstance(doc, dict):
             self.sampler.errors.append(f"stats sent a {type(doc).__name__}, not a JSON object")
             return
-        parsed = StatsDocument.parse(doc)
+        try:
+            parsed = StatsDocument.parse(doc)
+        except EngineAnswerUnreadable as exc:  # one document of another shape loses its sample, not the stream's
+            if len(self.sampler.errors) < 5:
+                self.sampler.errors.append(str(exc))
+            return
         ws, (ns, online) = working_set_bytes(parsed), cpu_ns(parsed)
         if ws is None and len(self.missed) < 5:
             self.missed.append("memory_stats has no usage or inactive file pages (container not running?)")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import json
 import os
 import platform
 import resource
@@ -31,7 +30,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, cast
+from typing import Any, Protocol
+
+import msgspec
 
 from pytest_hetero.backends.host import host_view
 from pytest_hetero.backends.local import spread as local_spread
@@ -64,15 +65,9 @@ from pytest_hetero.backends.sandbox.zygote import Zygote, ZygoteFailed, args_pip
 from pytest_hetero.backends.slots import Slots, spread_facts, width
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread, wanted
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
-from pytest_hetero.evidence.shapes import ShapeError, check_json
 from pytest_hetero.probes.usage import peak_rss, rusage_run_time, sampling
 from pytest_hetero.truth.view import model_input
 from pytest_hetero.truth.withhold import WithholdError, answer_files, find_in
-
-if sys.version_info >= (3, 11):  # at run time too: _ask checks the answer against InterpreterAnswer
-    from typing import NotRequired
-else:  # pragma: no cover - 3.10
-    from typing_extensions import NotRequired
 
 ENV_SNIPPET = r"""
 import json, sys, hashlib
@@ -90,18 +85,18 @@ print(json.dumps(out))
 """
 
 
-class InterpreterAnswer(TypedDict):
+class InterpreterAnswer(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What :data:`ENV_SNIPPET` prints (JSON): the interpreter's ``python`` version and ``executable``, its
     ``distributions`` count and ``distributions_sha256``; ``onnxruntime`` and ``providers`` when ONNX Runtime
-    imports, else ``onnxruntime_error``."""
+    imports, else ``onnxruntime_error`` (None: not in the answer, and left out of ``msgspec.to_builtins``)."""
 
     python: str
     executable: str
     distributions: int
     distributions_sha256: str
-    onnxruntime: NotRequired[str]
-    providers: NotRequired[list[str]]
-    onnxruntime_error: NotRequired[str]
+    onnxruntime: str | None = None
+    providers: list[str] | None = None
+    onnxruntime_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -191,13 +186,13 @@ class LocalBackend(Backend):
         env = self._environments.get(python)
         if env is None:
             env = self._environments[python] = self._ask(python, step)
-        digest = "sha256:" + env["distributions_sha256"]
+        digest = "sha256:" + env.distributions_sha256
         self._images[step.image.name] = digest
         step.record("startup.environment", image=step.image.name, reference=step.image.reference,
-                    digest=digest, declared_digest=step.image.digest, **env)
+                    digest=digest, declared_digest=step.image.digest, **msgspec.to_builtins(env))
         return ImageIdentity(digest=digest, known=(digest,), what=f"environment {python}",
-                             environment={"python": str(python), "providers": env.get("providers"),
-                                          "onnxruntime_error": env.get("onnxruntime_error")})
+                             environment={"python": str(python), "providers": env.providers,
+                                          "onnxruntime_error": env.onnxruntime_error})
 
     def _ask(self, python: Path, step: Step) -> InterpreterAnswer:
         """Run :data:`ENV_SNIPPET` in ``python``; its answer. Raises ActionFailed when it does not answer."""
@@ -216,17 +211,14 @@ class LocalBackend(Backend):
             raise ActionFailed(f"interpreter {python} did not answer within {step.timeout_s:g} s", "start_timeout")
         if proc.exit_code != 0:
             raise ActionFailed(f"interpreter {python} failed: {proc.stderr.strip()[-300:]}", "start_failed")
-        try:
-            answer = json.loads(proc.stdout)
-        except json.JSONDecodeError:
+        try:  # the image's interpreter answers: as untrusted as any output of the code under test
+            return msgspec.json.decode(proc.stdout, type=InterpreterAnswer)
+        except msgspec.ValidationError as error:
+            raise ActionFailed(f"interpreter {python} answered an environment of another shape (answer: {error}): "
+                               f"{proc.stdout.strip()[-300:]}", "start_failed") from None
+        except msgspec.DecodeError:
             raise ActionFailed(f"interpreter {python} answered no environment: {proc.stdout.strip()[-300:]}",
                                "start_failed") from None
-        try:  # the image's interpreter answers: as untrusted as any output of the code under test
-            check_json(answer, InterpreterAnswer)
-        except ShapeError as error:
-            raise ActionFailed(f"interpreter {python} answered an environment of another shape (answer{error}): "
-                               f"{proc.stdout.strip()[-300:]}", "start_failed") from None
-        return cast(InterpreterAnswer, answer)
 
     def _paths_of(self, python: Path) -> list[Path]:
         """:func:`environment_paths` of ``python``, looked up once per session."""
