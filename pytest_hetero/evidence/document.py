@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, cast, final
+from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard, cast, final
 
 from pytest_hetero.evidence.shapes import ShapeError, check_json
 from pytest_hetero.judge.model import CauseDict, FailureDict
@@ -733,7 +733,7 @@ RECORD_ENVELOPE = "{kind: string, at: string, data: object}"
 :func:`pytest_hetero.evidence.records.check_records`)."""
 
 
-def is_record(value: object) -> bool:
+def is_record(value: object) -> TypeGuard[RecordDict]:
     """Whether ``value`` (parsed JSON) is a record's envelope, :data:`RECORD_ENVELOPE`: the one rule for
     :func:`check_item` and the journal's line check (:func:`pytest_hetero.evidence.recorder.entry_problem`)."""
     return (type(value) is dict and type(value.get("kind")) is str and type(value.get("at")) is str
