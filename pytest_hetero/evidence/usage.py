@@ -520,7 +520,7 @@ def _fold(workloads: dict[str, _Reports], unfit: list[IncompleteWorkload], data:
         unfit.append(IncompleteWorkload(workload=f"{nodeid}#{len(workloads) + len(unfit)}", nodeid=nodeid,
                                         missing=[f"a usable record: {facts}"]))
         return
-    key = facts.workload or f"{nodeid}#{len(workloads) + len(unfit)}"
+    key = facts.workload or f"{nodeid}#{len(workloads)}"
     w = workloads.get(key)
     if w is None:  # the common case: the first report of a workload is taken as it is
         workloads[key] = _Reports(facts, nodeid, attempt, at, nodeid)
