@@ -511,7 +511,7 @@ def _ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | N
     return _section(counted, end if end is not None else epoch(latest), end is None, reruns, gov, unfit)
 
 
-def _fold(workloads: dict[str, _Reports], unfit: list[IncompleteWorkload], data: dict[str, Any], at: str,
+def _fold(workloads: dict[str, _Reports], unfit: list[IncompleteWorkload], data: object, at: str,
           nodeid: str, attempt: int) -> None:
     """Fold one ``usage.workload`` record (``data``, recorded ``at`` by item ``nodeid``) into ``workloads``; one
     that does not fit :class:`WorkloadFacts` goes to ``unfit`` instead, with why."""
@@ -530,7 +530,7 @@ def _fold(workloads: dict[str, _Reports], unfit: list[IncompleteWorkload], data:
     _merge(w, facts, at)
 
 
-def _fold_governance(gov: _Governance, unfit: list[IncompleteWorkload], data: dict[str, Any], nodeid: str) -> None:
+def _fold_governance(gov: _Governance, unfit: list[IncompleteWorkload], data: object, nodeid: str) -> None:
     """Add one ``governance.ledger`` record's ``data`` to ``gov``; one that does not fit
     :class:`GovernanceLedgerFacts` adds nothing but its probe, and goes to ``unfit`` with why."""
     gov.probes += 1
