@@ -229,6 +229,17 @@ def test_a_probe_that_proved_nothing_is_an_error_never_a_pass() -> None:
     proven(PROBE, [attempt, _attempt("reach-egress", "refused", "network_timeout")])  # one proven: no error
 
 
+def test_an_attempts_facts_not_of_their_shape_are_an_error_of_the_probe_naming_the_field() -> None:
+    """The facts the layers read of an attempt are converted once (layers.attempts): a third party's engine that
+    writes one of another JSON type (policies as text) gets an error naming it, not a TypeError in a sentence."""
+    attempt: AttemptDict = _attempt("reach-target-pod", "allowed")
+    attempt["facts"] = {**attempt["facts"], "policies": "team-b/own-only"}  # type: ignore[typeddict-item]
+    with pytest.raises(LayerBroken) as info:
+        judge(_Recorder(), PROBE, "a", attempt, ACCEPTED)  # type: ignore[arg-type]
+    assert (info.value.category, info.value.status) == ("probe_not_run", "error")
+    assert "(reach-target-pod) are not of their shape" in info.value.message and "`$.policies`" in info.value.message
+
+
 def _run_connect(addresses: list[str]) -> list[list[str]]:
     """The probe pods' program run here with this Python: its ``NET`` lines, split."""
     import subprocess

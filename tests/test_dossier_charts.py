@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 
-from typing_extensions import Unpack
-
 from pytest_hetero.evidence.queue_times import queue_times
 from pytest_hetero.evidence.records import UsageData, UsageSeries
 from pytest_hetero.evidence.usage import Facts, Workload, WorkloadFacts
@@ -57,8 +55,9 @@ def test_the_queue_picture_draws_the_ledgers_percentiles_per_pool() -> None:
     """The bars and the summary are the usage ledger's figures (queue_times: the one place percentiles are
     computed), per pool: 30 GPU workloads waiting 1..30 s and starting in 2 s; one CPU workload placed within the
     second of its submission (0, the lower bound) that never started (its start span unknown, never 0)."""
-    def workload(nodeid: str, **facts: Unpack[WorkloadFacts]) -> Workload:
-        return Workload(Facts.of(facts), nodeid, 0, nodeid)
+    def workload(nodeid: str, submitted: float, placed: float, started: float | None = None) -> Workload:
+        return Workload(Facts.of(WorkloadFacts(submitted=submitted, placed=placed, started=started)), nodeid, 0,
+                        nodeid)
 
     workloads = {f"g{k}": workload(f"m.yaml::gpu::img::scheduling#{k}", submitted=1000.0, placed=1000.0 + k,
                                    started=1002.0 + k) for k in range(1, 31)}

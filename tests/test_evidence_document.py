@@ -16,6 +16,7 @@ from test_bundle_verify import hetero
 from pytest_hetero.bundle.verify import load_evidence
 from pytest_hetero.errors import BundleError
 from pytest_hetero.evidence.document import DocumentError, as_document, failure_of, item_of, owner_of
+from pytest_hetero.evidence.usage import ledger
 
 
 def _edit(bundle: Path, change: Any) -> None:
@@ -50,6 +51,9 @@ def test_a_bundle_as_written_loads_and_renders_unchanged(tmp_path: Path) -> None
     (lambda d: d["items"][0].update(blocked_by=3), "items[0].blocked_by", "is a JSON int, not a string or null"),
     (lambda d: d["untested"]["items"][0].update(layer="shipping"), "untested.items[0].layer", "not a layer"),
     (lambda d: d.update(summary=[]), "summary", "is a list, not an object"),
+    (lambda d: d.update(usage={**ledger([], None), "workloads": "3"}), "usage.workloads", "is a string, not a number"),
+    (lambda d: d.update(usage={"queue": {"units": "seconds", "method": "m", "pools": {}}}), "usage.covers",
+     "missing"),
     (lambda d: d["matrices"][0].pop("sha256"), "matrices[0]", "not a matrix entry"),
 ])
 def test_render_refuses_a_document_not_of_its_shape_naming_the_field(
@@ -140,7 +144,7 @@ _COUNTS = {"regression": 1, "new_failure": 0, "still_failing": 0, "fixed": 0, "n
 def _sections(pool: Any, counts: Any) -> Any:
     """An edit giving the document a usage ledger's queue with ``pool`` and a baseline diff with ``counts``."""
     def change(d: Any) -> None:
-        d["usage"] = {"queue": {"units": "seconds", "method": "m", "pools": {"gpu": pool}}}
+        d["usage"] = {**ledger([], None), "queue": {"units": "seconds", "method": "m", "pools": {"gpu": pool}}}
         d["baseline_diff"] = {"baseline": {"run": "night-1", "matrices": []}, "counts": counts,
                               "transitions": {name: [] for name in _COUNTS}, "target_changes": [],
                               "metric_changes": [], "tolerance": 0.05, "verification": "verified",
@@ -168,4 +172,7 @@ def test_dossier_without_a_key_renders_typed_sections_or_refuses_edited_ones_in_
         assert code == 0, err
         assert "Pool gpu: 2 workload(s)" in out.read_text() and "against baseline night-1" in out.read_text()
     else:
-        assert code == 2 and "evidence.json: a record or field the dossier rendering reads" in err, err
+        # the usage section is the loader's to refuse (its shape is checked at load), the baseline diff the dossier's
+        assert code == 2 and ("evidence.json: a record or field the dossier rendering reads" in err
+                              or "evidence.json: field 'usage.queue.pools.gpu" in err
+                              and "not an evidence document" in err), err

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from support import evidence_of, matrix_text, statuses
 
-from pytest_hetero.backends.protocol import AttemptFacts
 from pytest_hetero.errors import MatrixInvalid
+from pytest_hetero.layers.attempts import AttemptRead
 from pytest_hetero.layers.governance import breaches
 from pytest_hetero.matrix import load_matrix
 from pytest_hetero.matrix.expand import expand
@@ -126,9 +126,9 @@ def test_the_example_governance_matrix_loads() -> None:
 def test_a_visible_devices_variable_grants_devices_unless_it_names_none() -> None:
     """The judgment of the device-isolation pod's findings (the real pod is in test_realnode_governance);
     values a cluster here cannot be made to inject are checked on the function itself."""
-    facts: AttemptFacts = {"device_nodes": ["/dev/nvidia0"], "visible_env": {
+    facts = AttemptRead(device_nodes=["/dev/nvidia0"], visible_env={
         "NVIDIA_VISIBLE_DEVICES": "void", "CUDA_VISIBLE_DEVICES": "", "ASCEND_VISIBLE_DEVICES": "0,1",
-        "HIP_VISIBLE_DEVICES": "-1", "ROCR_VISIBLE_DEVICES": "none"}}
+        "HIP_VISIBLE_DEVICES": "-1", "ROCR_VISIBLE_DEVICES": "none"})
     assert breaches(facts) == ["/dev/nvidia0", "ASCEND_VISIBLE_DEVICES=0,1"]
-    assert breaches({"device_nodes": [], "visible_env": {"NVIDIA_VISIBLE_DEVICES": "all"}}) == [
+    assert breaches(AttemptRead(device_nodes=[], visible_env={"NVIDIA_VISIBLE_DEVICES": "all"})) == [
         "NVIDIA_VISIBLE_DEVICES=all"]

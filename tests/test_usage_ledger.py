@@ -130,33 +130,65 @@ def _item(nodeid: str, *records: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_partial_and_bad_records_count_with_what_they_have_and_are_named() -> None:
+    """A record lacking facts counts with what it has; a fact of an unusable value (a quantity or a time that
+    does not parse) is named missing; a record whose ``data`` does not fit its declared shape (a fact of another
+    JSON type) adds nothing and is listed as incomplete with the field the conversion names; what is not a
+    record's envelope (in an earlier attempt's evidence, which no loader checks) is left out. Assembly never breaks
+    on any of them."""
     end = "2026-12-01T10:01:40Z"
     pod = {"workload": "pod/a/p", "object": "pod", "namespace": "a", "requests": {"cpu": "2"}, "placed": epoch(
         "2026-12-01T10:00:00Z")}
     later = {"workload": "pod/a/p", "started": epoch("2026-12-01T10:00:10Z"), "attempts": 3}
     broken = {"workload": "pod/b/q", "object": "pod", "namespace": "b", "requests": {"cpu": "two"},
               "submitted": "not a time"}
-    items = [_item("m::r::scheduling", pod), _item("m::r::i::startup", later, broken),
-             {"nodeid": "junk", "records": ["x", {"kind": RECORD, "data": "y"},
-                                            {"kind": "governance.ledger", "data": {"resource_seconds": {"a": {
-                                                "cpu": 3.5, "gpu": "x"}}, "waste": {"attempts": "two"}}}]}]
+    mistyped = {"workload": "pod/c/r", "object": "pod", "namespace": "c", "requests": {"cpu": "1"},
+                "placed": 1.0, "attempts": "three"}
+    governance = {"kind": "governance.ledger", "at": "2026-12-01T10:00:00Z", "data": {
+        "resource_seconds": {"a": {"cpu": 3.5, "gpu": "x"}}, "waste": {"attempts": 2}}}
+    items = [_item("m::r::scheduling", pod), _item("m::r::i::startup", later, broken, mistyped),
+             {"nodeid": "junk", "records": [governance], "attempts": [
+                 {"records": ["x", {"kind": RECORD, "data": "y"}]}, "z"]}]
     section = ledger(items, end)
     assert section["workloads"] == 2
     # held from placement to the run's end (released by cleanup): 100 s x 2 cores
     assert section["resource_seconds"]["by_namespace"]["a"] == {"cpu": 200.0}
     assert section["resource_seconds"]["by_namespace"]["b"] == {}
+    assert "c" not in section["resource_seconds"]["by_namespace"]
     assert section["waste"]["idle"]["seconds"] == 10.0
     assert section["waste"]["retries"]["restarts"] == 2
-    assert section["incomplete"]["count"] == 1
-    assert section["governance"] == {"probes": 1, "resource_seconds": {"a": {"cpu": 3.5, "gpu": 0.0}},
-                                     "attempts": 0, "refused": 0, "waited_s": 0.0}
-    assert section["incomplete"]["workloads"][0]["workload"] == "pod/b/q"
-    assert set(section["incomplete"]["workloads"][0]["missing"]) == {"placed", "requests.cpu"}
+    assert section["incomplete"]["count"] == 3
+    assert section["governance"] == {"probes": 1, "resource_seconds": {}, "attempts": 0, "refused": 0,
+                                     "waited_s": 0.0}
+    [bad, unfit, unfit_governance] = section["incomplete"]["workloads"]
+    assert bad["workload"] == "pod/b/q"
+    assert set(bad["missing"]) == {"placed", "requests.cpu"}
+    assert unfit["nodeid"] == "m::r::i::startup" and "`$.attempts`" in unfit["missing"][0], unfit
+    assert unfit_governance["workload"] == "governance.ledger" and unfit_governance["nodeid"] == "junk"
+    assert "`$.resource_seconds" in unfit_governance["missing"][0], unfit_governance
     # interrupted (no end line): counted until the last reported time, and said so
     open_run = ledger(items[:2], None)
-    assert open_run["resource_seconds"]["by_namespace"]["a"] == {"cpu": 2.0}  # 10:00:00 -> 10:00:01 (last record)
+    assert open_run["resource_seconds"]["by_namespace"]["a"] == {"cpu": 4.0}  # 10:00:00 -> 10:00:02 (last record)
     assert open_run["incomplete"]["until"].startswith("last reported time")
     assert held({"placed": 5.0, "ended": 9.0, "released": 12.0})[0] == 4.0
+
+
+def test_a_governance_ledger_is_summed_and_null_reads_as_none() -> None:
+    """A probe's ledger as its writer writes it is summed; ``null`` facts (a workload's, a ledger's waste) read
+    as not reported, as before the ledger converted records to their declared shapes."""
+    probe = {"kind": "governance.ledger", "at": "2026-12-01T10:00:00Z", "data": {
+        "resource_seconds": {"a": {"cpu": 3.5}}, "waste": {"attempts": 2, "refused": 1, "waited_s": 1.5},
+        "workloads": []}}
+    empty = {"kind": "governance.ledger", "at": "2026-12-01T10:00:00Z", "data": {"resource_seconds": None,
+                                                                                  "waste": None}}
+    nulls = {"workload": None, "object": None, "namespace": None, "tenant": None, "requests": None,
+             "placed": 1.0, "ended": 3.0, "attempts": None, "simulated": None, "cpu_s": None, "model": None}
+    section = ledger([{"nodeid": "m::r::g", "records": [probe, empty]}, _item("m::r::s", nulls)],
+                     "2026-12-01T10:01:40Z")
+    assert section["governance"] == {"probes": 2, "resource_seconds": {"a": {"cpu": 3.5}}, "attempts": 2,
+                                     "refused": 1, "waited_s": 1.5}
+    assert section["workloads"] == 1 and section["incomplete"]["count"] == 0
+    assert section["resource_seconds"]["by_namespace"] == {"(unknown)": {}}
+    assert section["resource_seconds"]["by_project"] == {"(gate)": {}}
 
 
 def test_the_ledger_sums_are_in_the_signed_predicate(pytester: pytest.Pytester) -> None:

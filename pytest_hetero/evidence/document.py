@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, cast, final
+from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard, cast, final
 
 from pytest_hetero.evidence.shapes import ShapeError, check_json
 from pytest_hetero.judge.model import CauseDict, FailureDict
@@ -632,13 +632,16 @@ def as_document(value: object) -> EvidenceDocument:
 
 def _check_shapes(value: dict[str, Any]) -> None:
     """The sections the readers (render, diff, trend, catalog) subscript, held to their types when present:
-    ``summary`` (:class:`SummarySection`), each ``target`` entry an object, and ``inputs`` (by matrix, a
-    :class:`~pytest_hetero.evidence.inputs.MatrixInputs`: diff and trend read each kept file's path and digest).
+    ``summary`` (:class:`SummarySection`), each ``target`` entry an object, ``inputs`` (by matrix, a
+    :class:`~pytest_hetero.evidence.inputs.MatrixInputs`: diff and trend read each kept file's path and digest) and
+    ``usage`` (:class:`~pytest_hetero.evidence.usage.UsageSection`, every field of which the ledger has written
+    since its first version, ``queue`` since issue 33).
     Raises :class:`DocumentError` naming the field (``summary.totals: missing``)."""
     from pytest_hetero.evidence.inputs import MatrixInputs  # noqa: PLC0415 - inputs imports records, which imports this
+    from pytest_hetero.evidence.usage import UsageSection  # noqa: PLC0415 - usage imports this module
 
     shapes: tuple[tuple[str, object], ...] = (("summary", SummarySection), ("target", list[dict[str, Any]]),
-                                              ("inputs", dict[str, MatrixInputs]))
+                                              ("inputs", dict[str, MatrixInputs]), ("usage", UsageSection))
     for name, shape in shapes:
         if value.get(name) is not None:
             try:
@@ -733,7 +736,7 @@ RECORD_ENVELOPE = "{kind: string, at: string, data: object}"
 :func:`pytest_hetero.evidence.records.check_records`)."""
 
 
-def is_record(value: object) -> bool:
+def is_record(value: object) -> TypeGuard[RecordDict]:
     """Whether ``value`` (parsed JSON) is a record's envelope, :data:`RECORD_ENVELOPE`: the one rule for
     :func:`check_item` and the journal's line check (:func:`pytest_hetero.evidence.recorder.entry_problem`)."""
     return (type(value) is dict and type(value.get("kind")) is str and type(value.get("at")) is str

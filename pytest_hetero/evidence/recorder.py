@@ -752,7 +752,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         "summary": summarise(item_list, untested, leftovers, end["exit_status"] if end else None,
                              sum(1 for e in entries if e["type"] == "collect_error")),
         "cleanup": {"clean": not leftovers, "leftovers": leftovers},
-        # the ledger reads records' data as untrusted JSON (a bad record counts with what it has)
+        # the ledger reads records' data as untrusted JSON (a record whose data does not fit is named incomplete)
         "usage": ledger(item_list, end["at"] if end else None),
         "errors": [{"nodeid": e["nodeid"], "message": e["message"]}
                    for e in entries if e["type"] == "collect_error"],

@@ -4,8 +4,8 @@ Each item that saw a workload the gate created writes a ``usage.workload`` recor
 :mod:`pytest_hetero.layers.usage` from an engine's facts, :data:`~pytest_hetero.backends.protocol.USAGE_FACTS`);
 a governance probe writes its own ``governance.ledger``. :func:`ledger` walks the items once and builds
 the evidence document's ``usage`` section (see its docstring for the shape). Bad or partial records never
-break assembly: a record without a time counts with what it has, and the section names what was
-incomplete.
+break assembly: a record without a time counts with what it has; one whose ``data`` does not fit its declared
+shape (:class:`WorkloadFacts`, converted once) adds nothing; the section names both as incomplete.
 
 Units: a resource-second is one base unit of a request (a core, a byte, a device) held for one second
 (Kubernetes quantities per k8s.io/apimachinery ``resource.Quantity``, parsed by
@@ -16,19 +16,27 @@ from __future__ import annotations
 
 import functools
 import heapq
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
+import msgspec
+
+from pytest_hetero.evidence.document import is_record
+from pytest_hetero.evidence.queue_times import QueueSection, queue_times
 from pytest_hetero.matrix.quantity import quantity_or_none
+
+if sys.version_info >= (3, 11):  # at run time too: the loader resolves UsageSection's hints
+    from typing import NotRequired
+else:  # pragma: no cover - 3.10
+    from typing_extensions import NotRequired
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from typing_extensions import NotRequired
-
+    from pytest_hetero.backends.protocol import UsageFacts
     from pytest_hetero.evidence.document import ItemDict, RecordDict
-    from pytest_hetero.evidence.queue_times import QueueSection
 
 RECORD = "usage.workload"
 """Record kind of one workload's usage facts in an item's evidence."""
@@ -60,52 +68,66 @@ DOES_NOT_COVER = (
 )
 
 
-class HeldTimes(TypedDict, total=False):
-    """The facts :func:`held` and :func:`idle` read of a workload (each optional: an engine reports what it
-    can tell): its epoch times (None: not known) and how it ended. An engine's
-    :class:`~pytest_hetero.backends.protocol.UsageFacts` is one."""
-
-    submitted: float | None
-    placed: float | None
-    started: float | None
-    ended: float | None
-    released: float | None
-    outcome: str
+Time = float | str | None
+"""A workload's time as a record holds it: epoch seconds (what every engine writes), an RFC 3339 text (read by
+:func:`epoch`), or None (not known)."""
 
 
-class WorkloadFacts(HeldTimes, total=False):
-    """A ``usage.workload`` record's ``data`` as the ledger reads it (:mod:`pytest_hetero.layers.usage` writes
-    the engine's :class:`~pytest_hetero.backends.protocol.UsageFacts`, the model it ran and that model's task
-    type): every fact optional, and as untrusted as the journal line it came from (the ledger checks the
-    type of each value it counts)."""
+class WorkloadFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``usage.workload`` record's ``data`` as the ledger reads it (:mod:`pytest_hetero.layers.usage` writes the
+    engine's :class:`~pytest_hetero.backends.protocol.UsageFacts`, the model it ran and that model's task type),
+    converted once by :func:`workload_facts`: every fact optional (None, the default: not reported, or reported as
+    null), each of its declared JSON type; keys it does not declare (``within``, ``name``, ``held_s``…) are not
+    read. A time is :data:`Time`."""
 
-    workload: str
-    object: str
-    namespace: str
-    tenant: str | None
-    requests: dict[str, str | float] | None
-    attempts: int
-    simulated: bool
-    cpu_s: float | None
-    model: str
-    task_type: str
+    workload: str | None = None
+    object: str | None = None
+    namespace: str | None = None
+    tenant: str | None = None
+    requests: dict[str, str | float] | None = None
+    submitted: Time = None
+    placed: Time = None
+    started: Time = None
+    ended: Time = None
+    released: Time = None
+    attempts: int | None = None
+    outcome: str | None = None
+    simulated: bool | None = None
+    cpu_s: float | None = None
+    model: str | None = None
+    task_type: str | None = None
 
 
-class ProbeWasteData(TypedDict, total=False):
-    """What a governance probe's cluster turned away, as its ``governance.ledger`` record holds it."""
+class ProbeWasteFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What a governance probe's cluster turned away, as its ``governance.ledger`` record holds it
+    (:class:`~pytest_hetero.backends.protocol.ProbeWaste`, which writes all three; 0 when absent)."""
 
-    attempts: int
-    refused: int
-    waited_s: float
+    attempts: int = 0
+    refused: int = 0
+    waited_s: float = 0.0
 
 
-class GovernanceLedgerData(TypedDict, total=False):
+class GovernanceLedgerFacts(msgspec.Struct, frozen=True, kw_only=True):
     """A ``governance.ledger`` record's ``data`` (:mod:`pytest_hetero.layers.governance`, from the probe's
-    :class:`~pytest_hetero.backends.protocol.ProbeLedger`) as the ledger reads it: resource-seconds by
-    namespace and the waste; untrusted like :class:`WorkloadFacts`."""
+    :class:`~pytest_hetero.backends.protocol.ProbeLedger`) as the ledger reads it, converted once
+    (:func:`_fold_governance`): resource-seconds by namespace and the waste (None or absent: none)."""
 
-    resource_seconds: dict[str, dict[str, float]]
-    waste: ProbeWasteData
+    resource_seconds: dict[str, dict[str, float]] | None = None
+    waste: ProbeWasteFacts | None = None
+
+
+GOVERNANCE_RECORD = "governance.ledger"
+"""Record kind of a governance probe's own ledger (:class:`GovernanceLedgerFacts`)."""
+
+
+def workload_facts(data: object) -> WorkloadFacts | msgspec.ValidationError:
+    """``data`` (a ``usage.workload`` record's, or an engine's :class:`~pytest_hetero.backends.protocol.UsageFacts`:
+    untrusted) as :class:`WorkloadFacts`; the conversion's error when it is not an object or a fact is not of its
+    declared JSON type (its message names the field: ``... - at `$.attempts```)."""
+    try:
+        return msgspec.convert(data, WorkloadFacts)
+    except msgspec.ValidationError as error:
+        return error
 
 
 class FailedWaste(TypedDict):
@@ -237,15 +259,10 @@ class Times(NamedTuple):
     outcome: str | None = None
 
     @classmethod
-    def of(cls, facts: HeldTimes) -> Times:
-        """The times of ``facts`` (an engine's, or a record's data: each value untrusted, read by :func:`epoch`)."""
-        outcome = facts.get("outcome")
-        return cls(epoch(facts.get("submitted")),
-                   epoch(facts.get("placed")),
-                   epoch(facts.get("started")),
-                   epoch(facts.get("ended")),
-                   epoch(facts.get("released")),
-                   outcome if isinstance(outcome, str) else None)
+    def of(cls, facts: WorkloadFacts) -> Times:
+        """The times of ``facts`` (each read by :func:`epoch`: a text that is not a time is None)."""
+        return cls(epoch(facts.submitted), epoch(facts.placed), epoch(facts.started), epoch(facts.ended),
+                   epoch(facts.released), facts.outcome)
 
     def held(self, until: float | None = None) -> tuple[float | None, list[str]]:
         """Seconds the workload held its requests, and what was missing to say it exactly.
@@ -279,30 +296,35 @@ class Times(NamedTuple):
         return max(0.0, self.started - self.placed)
 
 
-def held(facts: HeldTimes, until: float | None = None) -> tuple[float | None, list[str]]:
+def _times(facts: UsageFacts) -> Times:
+    """The :class:`Times` of an engine's ``facts``; none known when they do not fit :class:`WorkloadFacts` (the
+    record the layer writes of them is then named incomplete by the ledger, with why)."""
+    read = workload_facts(facts)
+    return Times() if isinstance(read, msgspec.ValidationError) else Times.of(read)
+
+
+def held(facts: UsageFacts, until: float | None = None) -> tuple[float | None, list[str]]:
     """:meth:`Times.held` of the workload of ``facts`` (an engine's
     :class:`~pytest_hetero.backends.protocol.UsageFacts`)."""
-    return Times.of(facts).held(until)
+    return _times(facts).held(until)
 
 
-def idle(facts: HeldTimes) -> float | None:
+def idle(facts: UsageFacts) -> float | None:
     """:meth:`Times.idle` of the workload of ``facts``."""
-    return Times.of(facts).idle()
+    return _times(facts).idle()
 
 
-def requests_of(requests: object) -> tuple[dict[str, float], tuple[str, ...]]:
-    """``{resource: quantity in base units}`` of ``requests`` (``{name: quantity}``, untrusted), and the names whose
-    quantity could not be read (left out; ``requests`` itself when it is neither an object nor absent)."""
+def requests_of(requests: dict[str, str | float] | None) -> tuple[dict[str, float], tuple[str, ...]]:
+    """``{resource: quantity in base units}`` of ``requests`` (``{name: quantity}``; None: none stated), and the
+    names whose quantity could not be read (left out: ``requests.<name>``)."""
     out: dict[str, float] = {}
     bad: list[str] = []
-    if not isinstance(requests, dict):
-        return out, ("requests",) if requests is not None else ()
-    for name, value in requests.items():
-        amount = _quantity(value) if isinstance(value, (str, int, float)) else None
+    for name, value in (requests or {}).items():
+        amount = _quantity(value)
         if amount is None:
             bad.append(f"requests.{name}")
         else:
-            out[str(name)] = amount
+            out[name] = amount
     return out, tuple(bad)
 
 
@@ -334,13 +356,12 @@ def _rounded_one(amounts: dict[str, float]) -> dict[str, float]:
 
 
 class Facts(NamedTuple):
-    """A workload's usage facts as the ledger counts them, parsed once from its folded reports (:meth:`of`), each
-    default decided here: its :class:`Times`; ``requests`` in base units and the request names whose quantity
-    could not be read (:func:`requests_of`); ``object`` (None: not stated, or not a string); the ``namespace``
-    (``(unknown)`` when not stated) and ``project`` (the tenant; :data:`GATE` when none) it ran as; ``restarts``
-    (its ``attempts`` but the first, 0 when not an integer); the ``model`` it ran (None: not a model's
-    workload) and that model's ``task_type`` (``(unknown)`` when not stated); whether it ran on ``simulated``
-    nodes; ``cpu_s`` (None: not measured, or not a number)."""
+    """A workload's usage facts as the ledger counts them, from its folded reports (:meth:`of`), each default
+    decided here: its :class:`Times`; ``requests`` in base units and the request names whose quantity could not be
+    read (:func:`requests_of`); ``object`` (None: not stated); the ``namespace`` (``(unknown)`` when not stated)
+    and ``project`` (the tenant; :data:`GATE` when none) it ran as; ``restarts`` (its ``attempts`` but the first,
+    0 when not stated); the ``model`` it ran (None: not a model's workload) and that model's ``task_type``
+    (``(unknown)`` when not stated); whether it ran on ``simulated`` nodes; ``cpu_s`` (None: not measured)."""
 
     times: Times
     requests: dict[str, float]
@@ -356,21 +377,16 @@ class Facts(NamedTuple):
 
     @classmethod
     def of(cls, facts: WorkloadFacts) -> Facts:
-        """The facts of ``facts`` (a ``usage.workload`` record's data, or several folded: every value untrusted)."""
-        requests, unreadable = requests_of(facts.get("requests"))
-        kind = facts.get("object")
-        attempts = facts.get("attempts")
-        model = facts.get("model")
-        used = facts.get("cpu_s")
-        return cls(Times.of(facts), requests, unreadable,
-                   kind if isinstance(kind, str) else None,
-                   str(facts.get("namespace") or "(unknown)"),
-                   str(facts.get("tenant") or GATE),
-                   max(0, int(attempts or 1) - 1) if isinstance(attempts, int) else 0,
-                   str(model) if model else None,
-                   str(facts.get("task_type") or "(unknown)"),
-                   bool(facts.get("simulated")),
-                   float(used) if isinstance(used, (int, float)) else None)
+        """The facts of ``facts`` (a ``usage.workload`` record's data, or several folded: :func:`_merge`)."""
+        requests, unreadable = requests_of(facts.requests)
+        return cls(Times.of(facts), requests, unreadable, facts.object,
+                   facts.namespace or "(unknown)",
+                   facts.tenant or GATE,
+                   max(0, (facts.attempts or 1) - 1),
+                   facts.model or None,
+                   facts.task_type or "(unknown)",
+                   bool(facts.simulated),
+                   facts.cpu_s)
 
 
 class Workload(NamedTuple):
@@ -386,8 +402,8 @@ class Workload(NamedTuple):
 
 @dataclass
 class _Reports:
-    """One workload's reports as :func:`_fold` merges them: ``facts`` (an engine's
-    :data:`~pytest_hetero.backends.protocol.USAGE_FACTS`, every one optional; a later report's win), the
+    """One workload's reports as :func:`_fold` merges them: ``facts`` (:class:`WorkloadFacts`, every one
+    optional; a later report's win), the
     ``nodeid`` of the item that first reported it, its ``attempt``, ``at`` the time of the latest report, ``by``
     the item whose report says how it ended."""
 
@@ -421,42 +437,37 @@ def _merge(into: _Reports, facts: WorkloadFacts, at: str) -> None:
     """Fold one report of a workload into what is known of it: a later report's facts win, an
     earlier one only fills what is still unknown (a fact that is None is unknown: it neither wins nor fills)."""
     newer = at >= into.at
-    known, more = _known(into.facts), _known(facts)
-    into.facts = {**known, **more} if newer else {**more, **known}
+    first, then = (into.facts, facts) if newer else (facts, into.facts)
+    into.facts = msgspec.structs.replace(first, **{k: v for k, v in msgspec.structs.asdict(then).items()
+                                                   if v is not None})
     if newer:
         into.at = at
 
 
-def _known(facts: WorkloadFacts) -> WorkloadFacts:
-    """``facts`` without the facts that are None."""
-    return cast("WorkloadFacts", {k: v for k, v in facts.items() if v is not None})
-
-
-def _reported(data: dict[str, Any]) -> WorkloadFacts:
-    """A ``usage.workload`` record's ``data`` (a JSON object) as :class:`WorkloadFacts`: the one place the ledger
-    takes a record's data as that shape. Each value keeps whatever JSON type it had; the readers check the type of
-    what they count, and read a fact that is None as absent (unknown); :func:`_merge` leaves those out."""
-    return cast("WorkloadFacts", data)
-
-
-def _records(item: ItemDict | dict[str, Any], earlier: Any) -> list[tuple[RecordDict | dict[str, Any], int]]:
-    """(record, attempt) of every record of ``item`` and of its ``earlier`` attempts (its ``attempts``: a rerun
-    plugin's; attempt ≥ 1 numbers those, 0 is the final attempt); a record that is not a JSON object is left out."""
-    out = [(r, 0) for r in item.get("records") or [] if isinstance(r, dict)]
+def _records(item: ItemDict | dict[str, Any], earlier: list[Any]) -> list[tuple[RecordDict, int]]:
+    """(record, attempt) of every record of ``item`` (its envelopes checked by the journal's line check or the
+    loader) and of its ``earlier`` attempts (its ``attempts``: a rerun plugin's; attempt ≥ 1 numbers those, 0 is
+    the final attempt), where what is not a record (:func:`~pytest_hetero.evidence.document.is_record`) is left
+    out: an earlier attempt's evidence is checked by neither."""
+    out = [(r, 0) for r in item["records"]]
     for n, attempt in enumerate(earlier, 1):
         if isinstance(attempt, dict):
-            out += [(r, n) for r in attempt.get("records") or [] if isinstance(r, dict)]
+            out += [(r, n) for r in attempt.get("records") or [] if is_record(r)]
     return out
 
 
 def ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | None) -> UsageSection:
-    """The evidence document's ``usage`` section from the run's ``items`` (evidence dicts, or any JSON objects
-    with a ``nodeid``: the ledger takes what it finds in ``records``, each record's ``data`` untrusted), walked
-    once.
+    """The evidence document's ``usage`` section from the run's ``items`` (evidence dicts, or JSON objects with a
+    ``nodeid`` and ``records``: each record's ``data`` untrusted), walked once.
 
     ``until``: ISO time of the run's end line (written after every engine's cleanup), the release time
     of a workload whose engine reported none; None (an interrupted run): such workloads count until
     their last reported time and are listed as incomplete.
+
+    ``items`` each have ``records`` (a list of records: :data:`~pytest_hetero.evidence.document.RECORD_ENVELOPE`,
+    as the journal's line check and the loader hold them); in an earlier attempt's, what is not a record is left
+    out. A record whose ``data`` does not fit its shape (:class:`WorkloadFacts`, :class:`GovernanceLedgerFacts`)
+    adds nothing and is listed under ``incomplete`` with the conversion's message, which names the field.
 
     Shape: ``covers``/``does_not_cover`` (sentences), ``units``, ``workloads`` (count), ``simulated``
     (how many ran on simulated nodes), ``resource_seconds`` ``{"by_namespace", "by_project",
@@ -481,6 +492,7 @@ def ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | No
 def _ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | None) -> UsageSection:
     end = epoch(until)
     workloads: dict[str, _Reports] = {}
+    unfit: list[IncompleteWorkload] = []
     reruns = 0
     gov = _Governance()
     latest = ""  # ISO 8601 UTC strings of one format compare as times: parsed once, at the end
@@ -488,45 +500,52 @@ def _ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | N
         earlier = item.get("attempts") or []
         reruns += len(earlier)
         for rec, attempt in _records(item, earlier):
-            kind, data = rec.get("kind"), rec.get("data")
-            if kind == RECORD and isinstance(data, dict):
-                at = str(rec.get("at") or "")
+            kind = rec["kind"]
+            if kind == RECORD:
+                at = rec["at"]
                 latest = max(latest, at)
-                _fold(workloads, _reported(data), at, item["nodeid"], attempt)  # an item always has its nodeid
-            elif kind == "governance.ledger" and isinstance(data, dict):
-                _fold_governance(gov, cast("GovernanceLedgerData", data))
+                _fold(workloads, unfit, rec["data"], at, item["nodeid"], attempt)  # an item always has its nodeid
+            elif kind == GOVERNANCE_RECORD:
+                _fold_governance(gov, unfit, rec["data"], item["nodeid"])
     counted = {key: Workload(Facts.of(r.facts), r.nodeid, r.attempt, r.by) for key, r in workloads.items()}
-    return _section(counted, end if end is not None else epoch(latest), end is None, reruns, gov)
+    return _section(counted, end if end is not None else epoch(latest), end is None, reruns, gov, unfit)
 
 
-def _fold(workloads: dict[str, _Reports], data: WorkloadFacts, at: str, nodeid: str, attempt: int) -> None:
-    """Fold one ``usage.workload`` record (``data``, recorded ``at`` by item ``nodeid``) into ``workloads``."""
-    key = str(data.get("workload") or f"{nodeid}#{len(workloads)}")
+def _fold(workloads: dict[str, _Reports], unfit: list[IncompleteWorkload], data: object, at: str,
+          nodeid: str, attempt: int) -> None:
+    """Fold one ``usage.workload`` record (``data``, recorded ``at`` by item ``nodeid``) into ``workloads``; one
+    that does not fit :class:`WorkloadFacts` goes to ``unfit`` instead, with why."""
+    facts = workload_facts(data)
+    if isinstance(facts, msgspec.ValidationError):
+        unfit.append(IncompleteWorkload(workload=f"{nodeid}#{len(workloads) + len(unfit)}", nodeid=nodeid,
+                                        missing=[f"a usable record: {facts}"]))
+        return
+    key = facts.workload or f"{nodeid}#{len(workloads)}"
     w = workloads.get(key)
     if w is None:  # the common case: the first report of a workload is taken as it is
-        workloads[key] = _Reports(data, nodeid, attempt, at, nodeid)
+        workloads[key] = _Reports(facts, nodeid, attempt, at, nodeid)
         return
-    if data.get("outcome") is not None and at >= w.at:
+    if facts.outcome is not None and at >= w.at:
         w.by = nodeid  # the item whose report says how the workload ended
-    _merge(w, data, at)
+    _merge(w, facts, at)
 
 
-def _fold_governance(gov: _Governance, data: GovernanceLedgerData) -> None:
-    """Add one ``governance.ledger`` record's ``data`` to ``gov`` (a value of the wrong JSON type adds nothing)."""
+def _fold_governance(gov: _Governance, unfit: list[IncompleteWorkload], data: object, nodeid: str) -> None:
+    """Add one ``governance.ledger`` record's ``data`` to ``gov``; one that does not fit
+    :class:`GovernanceLedgerFacts` adds nothing but its probe, and goes to ``unfit`` with why."""
     gov.probes += 1
-    for ns, per in (data.get("resource_seconds") or {}).items():
-        if isinstance(per, dict):
-            _add(gov.resource_seconds, str(ns), {str(r): _number(v) for r, v in per.items()})
-    found = data.get("waste")
-    waste: ProbeWasteData = found if isinstance(found, dict) else {}
-    gov.attempts += int(_number(waste.get("attempts")))
-    gov.refused += int(_number(waste.get("refused")))
-    gov.waited_s += _number(waste.get("waited_s"))
-
-
-def _number(value: Any) -> float:
-    """``value`` when it is a JSON number (bool excluded), else 0 (a bad record adds nothing)."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+    try:
+        ledger = msgspec.convert(data, GovernanceLedgerFacts)
+    except msgspec.ValidationError as error:
+        unfit.append(IncompleteWorkload(workload=GOVERNANCE_RECORD, nodeid=nodeid,
+                                        missing=[f"a usable record: {error}"]))
+        return
+    for ns, per in (ledger.resource_seconds or {}).items():
+        _add(gov.resource_seconds, ns, per)
+    if ledger.waste is not None:
+        gov.attempts += ledger.waste.attempts
+        gov.refused += ledger.waste.refused
+        gov.waited_s += ledger.waste.waited_s
 
 
 def _idle(idlest: list[tuple[float, str, str]], key: str, w: Workload) -> float:
@@ -542,7 +561,7 @@ def _idle(idlest: list[tuple[float, str, str]], key: str, w: Workload) -> float:
 
 
 def _section(workloads: dict[str, Workload], until: float | None, open_end: bool, reruns: int,
-             gov: _Governance) -> UsageSection:
+             gov: _Governance, unfit: list[IncompleteWorkload]) -> UsageSection:
     tables: dict[str, dict[str, dict[str, float]]] = {
         "by_namespace": {}, "by_project": {}, "by_task_type": {}, "by_model": {}}
     failed: dict[str, float] = {}
@@ -586,6 +605,8 @@ def _section(workloads: dict[str, Workload], until: float | None, open_end: bool
         if w.cpu_s is not None:
             cpu_s += w.cpu_s
     idlest.sort(reverse=True)
+    incomplete_count += len(unfit)
+    incomplete += unfit[:LISTED - len(incomplete)]
     return {
         "covers": list(COVERS),
         "does_not_cover": list(DOES_NOT_COVER),
@@ -613,6 +634,4 @@ def _section(workloads: dict[str, Workload], until: float | None, open_end: bool
 
 def _queue(workloads: dict[str, Workload]) -> QueueSection:
     """Queue and placement times per pool (:mod:`pytest_hetero.evidence.queue_times`)."""
-    from pytest_hetero.evidence.queue_times import queue_times
-
     return queue_times(workloads)

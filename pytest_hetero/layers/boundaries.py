@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pytest_hetero.evidence.records import NOT_PROVEN, REFUSED, NotProvenData, RefusedData
+from pytest_hetero.layers.attempts import AttemptRead, facts_of
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.model import GovernanceProbe
 
@@ -42,17 +43,18 @@ ROLES = NETWORK_ROLES + DATA_ROLES
 def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: AttemptDict,
           accepted: tuple[str, ...]) -> None:
     """Judge one attempt of a network or data probe (module docstring); ``accepted``: reason codes that
-    count as the refusal. Raises LayerFailed; records ``governance.refused`` or ``scope.not_proven``."""
+    count as the refusal. Raises LayerFailed (LayerBroken when the attempt's facts cannot be read:
+    :func:`~pytest_hetero.layers.attempts.facts_of`); records ``governance.refused`` or ``scope.not_proven``."""
     if attempt["outcome"] == "not-attempted":
         ctx.write(NOT_PROVEN, NotProvenData(layer="scheduling", part=attempt["action"], reason=attempt["message"]))
         return
-    facts = attempt["facts"]
-    found = facts.get("policies")  # None: an attempt that never reached the network (a Service that does not exist)
+    facts = facts_of(attempt)
+    found = facts.policies  # None: an attempt that never reached the network (a Service that does not exist)
     policies = _policies(attempt["role"], found)
     if attempt["outcome"] not in ("refused", "pending"):
         if attempt["role"] in NETWORK_ROLES:
-            _reached(tenant, attempt, policies, found)
-        raise LayerFailed(could(probe, tenant, attempt), "governance_not_enforced")
+            _reached(tenant, attempt, facts, policies)
+        raise LayerFailed(could(probe, tenant, attempt, facts), "governance_not_enforced")
     codes = [r["code"] for r in attempt["reasons"]]
     if not set(codes) & set(accepted):
         raise LayerFailed(f"{tenant}: {attempt['action']} was {attempt['outcome']}, but not for an expected reason "
@@ -60,7 +62,7 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: Attem
                           f"{attempt['message'] or 'nothing'}", "refusal_unexpected")
     refused = RefusedData(role=attempt["role"], codes=codes, message=attempt["message"])
     if attempt["role"] in NETWORK_ROLES:
-        refused["address"] = facts.get("address")  # absent: an attempt that never reached the network
+        refused["address"] = facts.address  # None: an attempt that never reached the network
         refused["policies"] = policies
         refused["by"] = ("NetworkPolicy " + ", ".join(policies) if policies else
                          "no NetworkPolicy of either namespace isolates it: refused by something the gate cannot "
@@ -77,10 +79,9 @@ def _policies(role: str, found: PolicyFacts | None) -> list[str]:
     return [*found["egress"], *(found["ingress"] if role != "reach-egress" else [])]
 
 
-def _reached(tenant: str, attempt: AttemptDict, policies: list[str], found: PolicyFacts | None) -> None:
-    facts = attempt["facts"]
-    got = (f"tenant {tenant}'s pod connected to {facts.get('address')} ({facts.get('target')}) on node "
-           f"{facts.get('node')}")
+def _reached(tenant: str, attempt: AttemptDict, facts: AttemptRead, policies: list[str]) -> None:
+    found = facts.policies
+    got = f"tenant {tenant}'s pod connected to {facts.address} ({facts.target}) on node {facts.node}"
     if policies:
         raise LayerFailed(f"{got} although NetworkPolicy {', '.join(policies)} isolates it: the policy is declared "
                           "but not enforced there (the network plugin does not enforce NetworkPolicy, or its "
@@ -95,22 +96,22 @@ def _reached(tenant: str, attempt: AttemptDict, policies: list[str], found: Poli
                       "governance_not_enforced")
 
 
-def could(probe: GovernanceProbe, tenant: str, attempt: AttemptDict) -> str:
-    """The sentence of what ``tenant`` could do with another tenant's data (a data attempt carried out)."""
+def could(probe: GovernanceProbe, tenant: str, attempt: AttemptDict, facts: AttemptRead) -> str:
+    """The sentence of what ``tenant`` could do with another tenant's data (a data attempt carried out, its
+    ``facts`` read: :func:`~pytest_hetero.layers.attempts.facts_of`)."""
     target = probe.target or "another tenant"
-    facts = attempt["facts"]
-    claim = facts.get("claim")  # a data attempt's: absent from the others
+    claim = facts.claim  # a data attempt's: None for the others
     return {
         "mount-target-claim": f"tenant {tenant} could mount tenant {target}'s claim {claim} "
                               f"({attempt['action']}: {attempt['outcome']})",
-        "bind-target-volume": f"tenant {tenant} could bind the volume {facts.get('volume')} of tenant {target}'s "
+        "bind-target-volume": f"tenant {tenant} could bind the volume {facts.volume} of tenant {target}'s "
                               f"claim {claim} to a claim of its own ({attempt['action']})",
         "mount-target-claim-by-name": f"tenant {tenant} could mount a claim named {claim} in its own "
                                       f"namespace ({attempt['action']}: {attempt['outcome']})",
         "read-target-secret": f"tenant {tenant} could read tenant {target}'s Secret ({attempt['action']}; keys "
-                              f"{facts.get('returned')})",
+                              f"{facts.returned})",
         "pull-with-target-secret": f"tenant {tenant} could create a pod naming tenant {target}'s pull Secret "
-                                   f"{facts.get('pull_secret')} ({attempt['action']}: {attempt['outcome']})",
+                                   f"{facts.pull_secret} ({attempt['action']}: {attempt['outcome']})",
         "pull-with-target-secret-by-name": f"tenant {tenant}: {attempt['message'] or attempt['action']}: if it is "
                                            f"a copy of tenant {target}'s, tenant {tenant} pulls {target}'s images",
     }[attempt["role"]]
@@ -123,11 +124,10 @@ def proven(probe: GovernanceProbe, attempts: list[AttemptDict]) -> None:
     its control too): nothing was proven either way. Called after every attempt was judged: a breach wins."""
     if probe.kind not in ("network-isolation", "data-isolation"):
         return
-    absent = [a for a in attempts if a["outcome"] == "not-attempted" and a["facts"].get("absent")]
+    absent = [(a, facts) for a in attempts if a["outcome"] == "not-attempted" and (facts := facts_of(a)).absent]
     if absent:
-        field = absent[0]["facts"]["absent"]
-        present = absent[0]["facts"].get("present")
-        raise LayerBroken(f"probe {probe.name}: {'; '.join(dict.fromkeys(a['message'] for a in absent))}: "
+        field, present = absent[0][1].absent, absent[0][1].present
+        raise LayerBroken(f"probe {probe.name}: {'; '.join(dict.fromkeys(a['message'] for a, _ in absent))}: "
                           f"spec.governance.probes[{probe.name}].{field} names what tenant {probe.target} does not "
                           "have, so that part of the boundary was not tested; correct the name"
                           + (f" (its {field}: {', '.join(present) or 'none'})" if present is not None else ""),

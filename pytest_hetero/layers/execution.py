@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.backends.spread import wanted as spread_wanted
 from pytest_hetero.errors import HeteroError
@@ -121,6 +123,16 @@ def launchable(matrix: Matrix, own: PlannedItem, upcoming: list[PlannedItem]) ->
     return upcoming if len(kept) == len(upcoming) else kept
 
 
+class _IsolationFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """The keys of an engine's ``details["isolation"]`` the model layer reads, as the engine writes them (each may be
+    absent; null ``confined`` reads as not confined, as it always has)."""
+
+    confined: bool | None = True
+    reason: str | None = None
+    contention: str | None = None
+    shared_between_runs: bool | None = None
+
+
 @dataclass(frozen=True)
 class Isolation:
     """An engine's ``details["isolation"]`` as the model layer judges it (:meth:`of`): whether the run was
@@ -136,11 +148,16 @@ class Isolation:
 
     @classmethod
     def of(cls, facts: dict[str, object]) -> Isolation:
-        """The facts an engine wrote (JSON-like; any of these keys may be absent), read once."""
-        reason, contention = facts.get("reason"), facts.get("contention")
-        return cls(confined=bool(facts.get("confined", True)), reason=str(reason) if reason else None,
-                   contention=str(contention) if contention else None,
-                   shared_between_runs=bool(facts.get("shared_between_runs")))
+        """The facts an engine wrote (any of these keys may be absent; an empty text is None), converted once.
+        Facts not of their declared JSON type prove nothing: the run is taken as unconfined, the reason naming
+        the field (``... - at `$.confined```)."""
+        try:
+            found = msgspec.convert(facts, _IsolationFacts)
+        except msgspec.ValidationError as error:
+            return cls(confined=False, reason=f"the engine's isolation facts are not of their shape: {error}",
+                       contention=None, shared_between_runs=False)
+        return cls(confined=bool(found.confined), reason=found.reason or None, contention=found.contention or None,
+                   shared_between_runs=bool(found.shared_between_runs))
 
 
 def _not_proven_isolation(ctx: LayerContext, isolation: Isolation) -> None:

@@ -52,12 +52,13 @@ from pytest_hetero.evidence.records import (
     RefusedData,
 )
 from pytest_hetero.layers import boundaries, usage
+from pytest_hetero.layers.attempts import AttemptRead, facts_of
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable
 from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.protocol import Account, AttemptDict, AttemptFacts, AttributionUsage
+    from pytest_hetero.backends.protocol import Account, AttemptDict, AttributionUsage
 
 MUST_REFUSE = ("submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue",
                "submit-via-target-cluster-queue", "above", "node", "waiter")
@@ -130,7 +131,8 @@ def _accepted(probe: GovernanceProbe) -> tuple[str, ...]:
 def _could(probe: GovernanceProbe, tenant: str, attempt: AttemptDict) -> str:
     """The sentence of what ``tenant`` could do that it must not."""
     target = probe.target or "another tenant"
-    returned = attempt["facts"].get("returned")
+    facts = facts_of(attempt)
+    returned = facts.returned
     return {
         "submit-into-target": f"tenant {tenant} could create a workload in tenant {target}'s namespace "
                               f"({attempt['action']})",
@@ -143,10 +145,10 @@ def _could(probe: GovernanceProbe, tenant: str, attempt: AttemptDict) -> str:
                                            f"({attempt['action']}: {attempt['outcome']})",
         "waiter": f"a second low-priority workload of {tenant} was placed although the pool was full with the "
                   f"high-priority one ({attempt['action']})",
-        "node": f"node {attempt['facts'].get('target_node')} ({', '.join(attempt['facts'].get('maintenance') or [])}) "
+        "node": f"node {facts.target_node} ({', '.join(facts.maintenance or [])}) "
                 f"received a workload of {tenant} ({attempt['action']})",
         "above": f"tenant {tenant} was admitted a request above its quota ({attempt['action']}, requests "
-                 f"{attempt['facts'].get('requests')})",
+                 f"{facts.requests})",
     }[attempt["role"]]
 
 
@@ -170,7 +172,7 @@ def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: At
 def preempted(ctx: LayerContext, tenant: str, attempt: AttemptDict) -> None:
     """The high-priority workload was placed (checked before): the low one must have been evicted for it,
     with the eviction recorded by the cluster (DisruptionTarget condition or Preempted event)."""
-    victim = attempt["facts"].get("victim")
+    victim = facts_of(attempt).victim
     if victim is None:
         ctx.record("governance.preemption")
     else:
@@ -190,28 +192,28 @@ NOT_GRANTING = frozenset({"", "void", "none", "-1", "NoDevFiles"})
 ``none``, empty; CUDA: ``-1``/empty hides every device)."""
 
 
-def breaches(facts: AttemptFacts) -> list[str]:
+def breaches(facts: AttemptRead) -> list[str]:
     """What a pod without an accelerator request must not see, from the device-isolation attempt's
     ``facts`` (``device_nodes``: paths; ``visible_env``: name → value): each device node, and each
     visible-devices variable whose value grants devices (not in :data:`NOT_GRANTING`)."""
-    env = facts.get("visible_env") or {}
-    return [*(facts.get("device_nodes") or []),
+    env = facts.visible_env or {}
+    return [*(facts.device_nodes or []),
             *(f"{k}={v}" for k, v in sorted(env.items()) if v.strip() not in NOT_GRANTING)]
 
 
 def devices(ctx: LayerContext, tenant: str, attempt: AttemptDict) -> None:
     """Judge the device-isolation pod (no accelerator request): it must have run to its end and seen
     no accelerator device node and no variable granting devices."""
-    facts = attempt["facts"]
-    if attempt["outcome"] != "completed" or not facts.get("log_complete"):
+    facts = facts_of(attempt)
+    if attempt["outcome"] != "completed" or not facts.log_complete:
         reasons = attempt["reasons"]
         raise LayerBroken(f"{tenant}: the device-isolation pod did not run to its end, so isolation is not proven "
                           f"({attempt['action']}: {attempt['outcome']}; {attempt['message'] or 'no reason given'})",
                           reasons[0]["code"] if reasons else "probe_not_run")
     seen = breaches(facts)
-    node = facts.get("node")  # None or absent: the engine did not say where the pod ran
-    ctx.write(DEVICES, DevicesData(node=node, device_nodes=facts.get("device_nodes"),
-                                   visible_env=facts.get("visible_env"), breaches=seen))
+    node = facts.node  # None: the engine did not say where the pod ran
+    ctx.write(DEVICES, DevicesData(node=node, device_nodes=facts.device_nodes, visible_env=facts.visible_env,
+                                   breaches=seen))
     if seen:
         raise LayerFailed(f"a pod of {tenant} without an accelerator request on node {node} sees "
                           + ", ".join(seen) + " (a visible-devices variable grants devices wherever the container "
