@@ -340,12 +340,15 @@ def read_dcgm(ctx: Ctx, piece: Piece) -> list[Finding]:
 
 
 def dcgm_json_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag) -> list[Finding]:
-    """Findings of a parsed ``dcgmi diag -j`` document (source lines: the whole piece)."""
+    """Findings of a parsed ``dcgmi diag -j`` document (source lines: the whole piece); a test entry it could not
+    read (:attr:`DcgmDiag.problems`) is an ``unrecognised`` finding naming the field."""
     found = _dcgm_findings(ctx, piece, diag, piece.start)
     whole = ctx.span(piece)
     return [f if f.lines else make(f.kind, f.code, category=f.category, failure=f.failure, severity=f.severity,
                                    meaning=f.meaning, lines=whole[:1], entity=f.entity, count=f.count,
-                                   quantities=f.quantities) for f in found]
+                                   quantities=f.quantities) for f in found] + [
+        make("dcgmi-diag", "unrecognised", category="unrecognised", severity="unrecognised", meaning=problem,
+             lines=whole[:1]) for problem in diag.problems]
 
 
 def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str, str], reset: set[str],
