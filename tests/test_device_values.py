@@ -208,18 +208,18 @@ def test_a_header_field_of_another_type_is_refused_naming_it_never_a_traceback()
     is held to its declared shape: one that does not fit is unreadable, its fields unknown, and the record says
     why, naming the field."""
     big = "1" + "0" * 400
-    head = '{"memory": "/sys/fs/cgroup/memory.current", "cpu": "/sys/fs/cgroup/cpu.stat", "cores": 1, "t": %s}'
+    head = '{"memory": "/sys/fs/cgroup/memory.current", "cpu": "/sys/fs/cgroup/cpu.stat", "cores": 1, "t": T}'
     sample = '[1.0, "1048576", "inactive_file 0\\n", "usage_usec 0"]'
-    got, _ = runtime.read_back({".samples": "\n".join([head % big, sample])}, None, 1.0, "p")
+    got, _ = runtime.read_back({".samples": "\n".join([head.replace("T", big), sample])}, None, 1.0, "p")
     assert got["errors"][0] == "the wrapper's .samples header is unreadable: Number out of range - at `$.t`"
-    typed, _ = runtime.read_back({".samples": "\n".join([head.replace('"cores": 1', '"cores": "8"') % 0, sample])},
-                                 None, 1.0, "p")
+    as_text = head.replace('"cores": 1', '"cores": "8"').replace("T", "0")
+    typed, _ = runtime.read_back({".samples": "\n".join([as_text, sample])}, None, 1.0, "p")
     assert typed["errors"][0] == ("the wrapper's .samples header is unreadable: Expected `int | float | null`, "
                                   "got `str` - at `$.cores`")
     for tool, field, value in (("nvidia-smi", "interval", big), ("npu-smi", "visible", "3"),
                                ("npu-smi", "memory", "[1]")):
         usage = _record("pod-cgroup", [])
-        header = '{"tool": "%s", "path": "/x/%s", "%s": %s}' % (tool, tool, field, value)
+        header = f'{{"tool": "{tool}", "path": "/x/{tool}", "{field}": {value}}}'
         runtime.add_devices(usage, "\n".join([header, json.dumps([0.5, 0, "0, GPU-a, H100, 1, 2, 3\n", ""])]))
         why = usage["device_sampling"]["unavailable"]
         assert why is not None and why.startswith("the wrapper's .devices header is unreadable: ")
