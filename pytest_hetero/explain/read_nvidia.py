@@ -256,13 +256,13 @@ def _dcgm_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag, base: int) -> list[Fi
     if not meta_idx:  # DCGM 3.0 tables have no Metadata rows: the report's own header line stands for it
         meta_idx = [i for i, ln in enumerate(ctx.lines(piece)) if re.search(r"Successfully ran diagnostic|"
                                                                              r"\|\s*Diagnostic\s*\|", ln)][:1]
+    meta = diag.versions
     out.append(make(kind, "dcgm_diag_report", category="diagnostic", severity="ok",
                     meaning=f"dcgmi diag: {len(diag.tests)} test(s), {len(diag.failed)} failed"
                             + (" (table cut off as posted)" if diag.truncated else ""),
                     lines=ctx.src(meta_idx, base),
-                    quantities={"dcgm_version": diag.metadata.get("DCGM Version"),
-                                "driver_version": diag.metadata.get("Driver Version Detected"),
-                                "gpu_device_ids": diag.metadata.get("GPU Device IDs Detected"),
+                    quantities={"dcgm_version": meta.dcgm_version, "driver_version": meta.driver_version,
+                                "gpu_device_ids": meta.gpu_device_ids,
                                 "tests": len(diag.tests), "failed": len(diag.failed), "layout": diag.layout,
                                 "truncated": diag.truncated or None}))
     for test in diag.tests:

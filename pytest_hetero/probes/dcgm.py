@@ -60,6 +60,17 @@ class DcgmTest:
     error_ids: list[int] = field(default_factory=list)
 
 
+class DcgmMetadata(msgspec.Struct, frozen=True, kw_only=True, rename={
+        "dcgm_version": "DCGM Version", "driver_version": "Driver Version Detected",
+        "gpu_device_ids": "GPU Device IDs Detected"}):
+    """The ``Metadata`` rows of a ``dcgmi diag`` report the readers name (None: not printed; DCGM 3.0 tables print
+    none, JSON documents only the first two)."""
+
+    dcgm_version: str | None = None
+    driver_version: str | None = None
+    gpu_device_ids: str | None = None
+
+
 @dataclass
 class DcgmDiag:
     """A ``dcgmi diag`` result: ``metadata`` rows (version, driver, device ids), ``tests`` in order,
@@ -71,6 +82,11 @@ class DcgmDiag:
     layout: str
     truncated: bool = False
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def versions(self) -> DcgmMetadata:
+        """The :class:`DcgmMetadata` of the ``metadata`` rows."""
+        return msgspec.convert(self.metadata, DcgmMetadata)
 
     @property
     def failed(self) -> list[DcgmTest]:
