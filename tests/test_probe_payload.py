@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from hypothesis import given, settings
@@ -21,9 +22,13 @@ from pytest_hetero.judge.failures import owner_category
 from pytest_hetero.probes.payload import (
     BEGIN,
     END,
+    FRAMEWORKS,
+    TOOLS,
     Finding,
+    FrameworkName,
     InterpreterFacts,
     PayloadReport,
+    ToolName,
     assess,
     parse_payload_output,
     payload_script,
@@ -504,3 +509,6 @@ def test_a_document_of_another_shape_is_a_payload_finding_naming_the_field() -> 
         ("payload", "payload_failed", problem) for problem in report.problems]
     fine = PayloadReport(python={"present": True, "report": {"torch": None, "onnxruntime": {"available": False}}})
     assert fine.problems == () and not fine.framework("torch").available
+    # every framework and tool name is read, whatever the report holds
+    assert tuple(fine.python_facts.frameworks) == FRAMEWORKS == get_args(FrameworkName)
+    assert tuple(fine.tool_runs) == TOOLS == get_args(ToolName)

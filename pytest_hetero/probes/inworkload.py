@@ -163,7 +163,7 @@ def _iso(epoch_s: Any) -> str:
     return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-Seconds = Annotated[int, msgspec.Meta(ge=-(2**53), le=2**53)] | float
+WrittenNumber = Annotated[int, msgspec.Meta(ge=-(2**53), le=2**53)] | float
 """A count or time the workload writes as a JSON number: an integer kept as written (so it prints as written), no
 larger than a float holds exactly (a larger one would overflow where it is divided or taken as a float)."""
 
@@ -173,9 +173,9 @@ class _SamplesHead(msgspec.Struct, frozen=True, kw_only=True):
 
     memory: str | None = None
     cpu: str | None = None
-    cores: Seconds | None = None
+    cores: WrittenNumber | None = None
     interval: float | None = None
-    at: Seconds | None = None
+    at: WrittenNumber | None = None
     t: float | None = None
 
 
@@ -313,7 +313,7 @@ class _DevicesHead(msgspec.Struct, frozen=True, kw_only=True):
     path: str | None = None
     visible: str | None = None
     interval: float | None = None
-    at: Seconds | None = None
+    at: WrittenNumber | None = None
     t: float | None = None
     memory: dict[str, object] | None | msgspec.UnsetType = msgspec.UNSET
 

@@ -40,7 +40,7 @@ FRAMEWORKS: tuple[FrameworkName, ...] = ("onnxruntime", "torch", "torch_npu")
 ToolName = Literal["nvidia-smi", "npu-smi"]
 """A vendor tool payload.sh runs."""
 TOOLS: tuple[ToolName, ...] = ("nvidia-smi", "npu-smi")
-"""Every vendor tool payload.sh runs (each read by :meth:`ToolRun.parse`, present or not)."""
+"""Every vendor tool payload.sh runs (each read by :attr:`PayloadReport.tool_runs`, present or not)."""
 
 
 def payload_script() -> str:
