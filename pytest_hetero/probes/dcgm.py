@@ -294,10 +294,10 @@ class _JsonSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class _JsonTest(msgspec.Struct, frozen=True, kw_only=True):
-    """A test of a ``-j`` document: ``{"name", "results": [...], "test_summary"}``."""
+    """A test of a ``-j`` document: ``{"name", "results": [...], "test_summary"}`` (``results`` null: none)."""
 
     name: str = ""
-    results: list[_JsonResult] = []
+    results: list[_JsonResult] | None = None
     test_summary: _JsonSummary | None = None
 
 
@@ -318,7 +318,7 @@ def parse_dcgm_json(obj: Mapping[str, object]) -> DcgmDiag:
             continue
         test = DcgmTest(category, entry.name, "Pass", "")
         statuses: list[str] = []
-        for result in entry.results:
+        for result in entry.results or []:
             status = result.status.strip().title()
             statuses.append(status)
             ids = result.entity_id if result.gpu_ids is msgspec.UNSET else result.gpu_ids
