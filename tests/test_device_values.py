@@ -199,3 +199,28 @@ def test_sample_lines_of_another_shape_are_skipped_never_a_traceback() -> None:
         npu_far = _record("pod-cgroup", [])
         runtime.add_devices(npu_far, json.dumps({**npu, "at": at}))
         assert npu_far["devices"] == []
+
+
+def test_a_header_field_of_another_type_is_refused_naming_it_never_a_traceback() -> None:
+    """The ``.samples``/``.devices`` headers are the workload's to write. A time or interval written as an integer
+    too large for a float (``"t": 1000…0``) raised OverflowError out of read_back/add_devices (the engine's item
+    errored with a traceback); a field of another JSON type was read as unknown, one field at a time. Now the header
+    is held to its declared shape: one that does not fit is unreadable, its fields unknown, and the record says
+    why, naming the field."""
+    big = "1" + "0" * 400
+    head = '{"memory": "/sys/fs/cgroup/memory.current", "cpu": "/sys/fs/cgroup/cpu.stat", "cores": 1, "t": T}'
+    sample = '[1.0, "1048576", "inactive_file 0\\n", "usage_usec 0"]'
+    got, _ = runtime.read_back({".samples": "\n".join([head.replace("T", big), sample])}, None, 1.0, "p")
+    assert got["errors"][0] == "the wrapper's .samples header is unreadable: Number out of range - at `$.t`"
+    as_text = head.replace('"cores": 1', '"cores": "8"').replace("T", "0")
+    typed, _ = runtime.read_back({".samples": "\n".join([as_text, sample])}, None, 1.0, "p")
+    assert typed["errors"][0] == ("the wrapper's .samples header is unreadable: Expected `int | float | null`, "
+                                  "got `str` - at `$.cores`")
+    for tool, field, value in (("nvidia-smi", "interval", big), ("npu-smi", "visible", "3"),
+                               ("npu-smi", "memory", "[1]")):
+        usage = _record("pod-cgroup", [])
+        header = f'{{"tool": "{tool}", "path": "/x/{tool}", "{field}": {value}}}'
+        runtime.add_devices(usage, "\n".join([header, json.dumps([0.5, 0, "0, GPU-a, H100, 1, 2, 3\n", ""])]))
+        why = usage["device_sampling"]["unavailable"]
+        assert why is not None and why.startswith("the wrapper's .devices header is unreadable: ")
+        assert why.endswith(f"- at `$.{field}`") and usage["devices"] == []

@@ -4,6 +4,7 @@ prompts, CRLF and ANSI noise."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pytest_hetero.explain import Finding, Report, explain_bytes, explain_text
@@ -74,6 +75,22 @@ def test_dcgm_json_3x_and_4x() -> None:
     link = _one(r4, "nvlink_link_down")
     assert (dict(link.entity)["gpu_index"], link.quantities["links_down"]) == ("3", "7")
 
+
+
+def test_dcgm_json_test_entry_of_another_shape_is_named_the_others_still_read() -> None:
+    """A ``-j`` document is foreign JSON (an edited or hostile one too): an ``error_id`` of ``true`` raised
+    ValueError out of parse_dcgm_json (``int("True")``), so the whole block was unrecognised with no word of why.
+    Each test entry is held to DCGM's shape: one that does not fit is an unrecognised finding naming the field,
+    and the tests that fit are read."""
+    doc = json.loads((DATA / "dcgmi-diag-json-4x.json").read_text())
+    tests = doc["DCGM Diagnostic"]["test_categories"][0]["tests"]
+    tests.append({"name": "memory", "results": [{"entity_id": 1, "status": "Fail",
+                                                  "warnings": [{"warning": "GPU 1 fault", "error_id": True}]}]})
+    r = explain_text(json.dumps(doc))
+    assert _one(r, "nvlink_link_down").quantities["links_down"] == "7"
+    assert _one(r, "unrecognised").meaning == (
+        "dcgmi diag -j: the Integration test entry 'memory' is not of DCGM's shape: Expected `int | null`, got "
+        "`bool` - at `$.results[0].warnings[0].error_id`")
 
 def test_dcmi_8020_behind_coloured_prompt_and_crlf() -> None:
     r = _read("npu-smi-dcmi-8020-crlf-ansi-prompt.txt")

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from hypothesis import given, settings
@@ -21,8 +22,13 @@ from pytest_hetero.judge.failures import owner_category
 from pytest_hetero.probes.payload import (
     BEGIN,
     END,
+    FRAMEWORKS,
+    TOOLS,
     Finding,
+    FrameworkName,
+    InterpreterFacts,
     PayloadReport,
+    ToolName,
     assess,
     parse_payload_output,
     payload_script,
@@ -475,3 +481,34 @@ def test_fields_of_another_json_type_are_read_as_text_never_a_traceback() -> Non
     assert report.env == {"NVIDIA_VISIBLE_DEVICES": "2", "ASCEND_VISIBLE_DEVICES": "{'a': 1}", "LD_LIBRARY_PATH": None}
     assert [f.category for f in assess(report, "gpu")][:1] == ["device-node"]
     assert [f.category for f in assess(report, "npu")][:1] == ["device-node"]
+
+
+def test_a_document_of_another_shape_is_a_payload_finding_naming_the_field() -> None:
+    """The ``python``, ``tools`` and ``libraries`` documents are the container's to write. Each is held to the
+    shape payload.sh writes: one with a field of another type (a framework ``version`` as a number, a tool's
+    ``rc`` as text, a library name as a list) was read one field at a time, as its text or as unset, with no word
+    of it; now the document reads as every field unset and the report says why, naming the field, as a
+    ``payload`` finding (payload_failed). The documents that fit are still read."""
+    report = PayloadReport(
+        env={"NVIDIA_VISIBLE_DEVICES": "0"}, device_nodes=("/dev/nvidia0", "/dev/nvidiactl"),
+        libraries=({"name": "libcuda.so.1"}, {"name": ["libnvidia-ml.so.1"]}),
+        tools={"nvidia-smi": {"present": True, "rc": "9", "output": "", "error": "failed"}},
+        python={"present": True, "error": None,
+                "report": {"torch": {"available": True, "version": 2, "cuda_build": "12.4"},
+                           "onnxruntime": {"available": True, "version": "1.20.0",
+                                           "providers": ["CUDAExecutionProvider"]}}})
+    assert report.problems == (
+        "payload python report is unreadable: Expected `str | null`, got `int` - at `$.torch.version`",
+        "payload tools document is unreadable: Expected `int | null`, got `str` - at `$.nvidia-smi.rc`",
+        "payload libraries are unreadable: Expected `str`, got `array` - at `$[1].name`")
+    assert report.interpreter() == InterpreterFacts(present=True, error=None)
+    assert (report.framework("torch").available, report.framework("onnxruntime").version) == (False, None)
+    assert not report.tool("nvidia-smi").present and report.library_names == ()
+    found = assess(report, "gpu")
+    assert [(f.category, f.failure, f.message) for f in found[:3]] == [
+        ("payload", "payload_failed", problem) for problem in report.problems]
+    fine = PayloadReport(python={"present": True, "report": {"torch": None, "onnxruntime": {"available": False}}})
+    assert fine.problems == () and not fine.framework("torch").available
+    # every framework and tool name is read, whatever the report holds
+    assert tuple(fine.python_facts.frameworks) == FRAMEWORKS == get_args(FrameworkName)
+    assert tuple(fine.tool_runs) == TOOLS == get_args(ToolName)

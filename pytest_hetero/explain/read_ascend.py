@@ -103,12 +103,13 @@ def read_npu_kv(ctx: Ctx, piece: Piece) -> list[Finding]:
             number = v.number(value) if _NUMBER_KEYS.search(key) or value.replace(".", "").isdecimal() else None
             q[_key(key)] = (int(number) if number is not None and float(number).is_integer() and "." not in value
                             else number) if number is not None else value
-        chip = group.values.get("Chip ID")
+        keys = group.chip_keys()
+        chip = keys.chip_id
         scope = "mcu" if group.scope == "mcu" else "chip"
         health = next((val for key, val in group.values.items() if re.search(r"Health(?: Status)?$", key)), None)
         bad = health is not None and health.strip().lower() not in ("ok", "healthy")
-        hbm = v.number(group.values.get("HBM Usage Rate(%)"))
-        core = v.number(group.values.get("Aicore Usage Rate(%)"))
+        hbm = v.number(keys.hbm_rate)
+        core = v.number(keys.aicore_rate)
         chip_text = chip if chip is not None else ""
         meaning = f"npu-smi info -t {kv.query or '?'}: NPU {kv.npu_id} {scope} {chip_text}".rstrip()
         if hbm is not None and core is not None and hbm >= 80 and core <= 10:

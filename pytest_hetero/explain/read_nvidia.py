@@ -256,13 +256,13 @@ def _dcgm_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag, base: int) -> list[Fi
     if not meta_idx:  # DCGM 3.0 tables have no Metadata rows: the report's own header line stands for it
         meta_idx = [i for i, ln in enumerate(ctx.lines(piece)) if re.search(r"Successfully ran diagnostic|"
                                                                              r"\|\s*Diagnostic\s*\|", ln)][:1]
+    meta = diag.versions
     out.append(make(kind, "dcgm_diag_report", category="diagnostic", severity="ok",
                     meaning=f"dcgmi diag: {len(diag.tests)} test(s), {len(diag.failed)} failed"
                             + (" (table cut off as posted)" if diag.truncated else ""),
                     lines=ctx.src(meta_idx, base),
-                    quantities={"dcgm_version": diag.metadata.get("DCGM Version"),
-                                "driver_version": diag.metadata.get("Driver Version Detected"),
-                                "gpu_device_ids": diag.metadata.get("GPU Device IDs Detected"),
+                    quantities={"dcgm_version": meta.dcgm_version, "driver_version": meta.driver_version,
+                                "gpu_device_ids": meta.gpu_device_ids,
                                 "tests": len(diag.tests), "failed": len(diag.failed), "layout": diag.layout,
                                 "truncated": diag.truncated or None}))
     for test in diag.tests:
@@ -340,12 +340,15 @@ def read_dcgm(ctx: Ctx, piece: Piece) -> list[Finding]:
 
 
 def dcgm_json_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag) -> list[Finding]:
-    """Findings of a parsed ``dcgmi diag -j`` document (source lines: the whole piece)."""
+    """Findings of a parsed ``dcgmi diag -j`` document (source lines: the whole piece); a test entry it could not
+    read (:attr:`DcgmDiag.problems`) is an ``unrecognised`` finding naming the field."""
     found = _dcgm_findings(ctx, piece, diag, piece.start)
     whole = ctx.span(piece)
     return [f if f.lines else make(f.kind, f.code, category=f.category, failure=f.failure, severity=f.severity,
                                    meaning=f.meaning, lines=whole[:1], entity=f.entity, count=f.count,
-                                   quantities=f.quantities) for f in found]
+                                   quantities=f.quantities) for f in found] + [
+        make("dcgmi-diag", "unrecognised", category="unrecognised", severity="unrecognised", meaning=problem,
+             lines=whole[:1]) for problem in diag.problems]
 
 
 def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str, str], reset: set[str],

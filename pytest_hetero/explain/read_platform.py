@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from typing import NamedTuple
+
+import msgspec
 
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.claim_nvidia import HWLOG, KUEUE_TABLE
@@ -88,23 +89,33 @@ def _fields(lines: list[str], start: int, end: int) -> dict[str, str]:
     return out
 
 
-class KueueEntry(NamedTuple):
+class KueueEntry(msgspec.Struct, frozen=True, kw_only=True, rename={
+        "name": "Name", "state": "State", "type": "Type", "status": "Status", "message": "Message",
+        "last_transition_time": "Last Transition Time"}):
     """One ``Admission Checks:`` or ``Conditions:`` entry of ``kubectl describe workload``: its Name, State
-    (admission checks), Type, Status (conditions), Message and Last Transition Time; None for a field the entry
-    does not print."""
+    (admission checks), Type, Status (conditions), Message and Last Transition Time, as printed (``Field:
+    value``); None for a field the entry does not print."""
 
-    name: str | None
-    state: str | None
-    type: str | None
-    status: str | None
-    message: str | None
-    last_transition_time: str | None
+    name: str | None = None
+    state: str | None = None
+    type: str | None = None
+    status: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
 
     @classmethod
     def of(cls, fields: dict[str, str]) -> KueueEntry:
-        """The entry of an excerpt's ``Field: value`` pairs."""
-        return cls(fields.get("Name"), fields.get("State"), fields.get("Type"), fields.get("Status"),
-                   fields.get("Message"), fields.get("Last Transition Time"))
+        """The entry of an excerpt's ``Field: value`` pairs (other fields are not read)."""
+        return msgspec.convert(fields, cls)
+
+
+class _WorkloadRow(msgspec.Struct, frozen=True, kw_only=True, rename="upper"):
+    """The cells of a ``kubectl get workloads`` row the reader names (by their column, ``NAME``, ``QUEUE``,
+    ``AGE``; None: no such column)."""
+
+    name: str | None = None
+    queue: str | None = None
+    age: str | None = None
 
 
 def _kueue_entries(lines: list[str]) -> tuple[list[KueueEntry], list[KueueEntry]]:
@@ -182,13 +193,14 @@ def read_kueue_workloads(ctx: Ctx, piece: Piece) -> list[Finding]:
             end = cols[n + 1][1] if n + 1 < len(cols) else len(line)
             cells[name] = line[at:end].strip() if at < len(line) else ""
         q: dict[str, Value] = {k.lower().replace(" ", "_"): v for k, v in cells.items() if v and k != "NAME"}
-        meaning = f"workload {cells.get('NAME')} in queue {cells.get('QUEUE')}"
+        row = msgspec.convert(cells, _WorkloadRow)
+        meaning = f"workload {row.name} in queue {row.queue}"
         if "ADMITTED BY" in cells:
             meaning += f"; ADMITTED BY {cells['ADMITTED BY']} names the ClusterQueue that reserved quota " \
                        "(admission checks are not shown: describe the workload)"
         out.append(make("kueue-workloads", "kueue_workload", category="inventory", severity="ok",
                         meaning=meaning, lines=ctx.src([i], piece.start),
-                        entity={"workload": cells.get("NAME"), "queue": cells.get("QUEUE")}, age=cells.get("AGE"),
+                        entity={"workload": row.name, "queue": row.queue}, age=row.age,
                         quantities=q))
     return out
 

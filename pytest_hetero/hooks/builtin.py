@@ -8,6 +8,7 @@ it is called, so ``hetero --help`` and a pytest run without a matrix pay for non
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
@@ -81,15 +82,12 @@ def pytest_hetero_amend_evidence(evidence: EvidenceDocument, settings: Settings,
     if not (settings.profile or settings.affected or settings.affected_from or settings.shard
             or settings.affected_from_cluster):
         return
-    reasons: dict[str, int] = {}
-    for entry in evidence["untested"]["items"]:
-        if entry["status"] == "deselected":
-            reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
+    reasons = Counter(entry["reason"] for entry in evidence["untested"]["items"] if entry["status"] == "deselected")
     evidence["selection"] = {
         "profile": settings.profile, "affected": list(settings.affected),
         "affected_from": str(settings.affected_from) if settings.affected_from else None,
         "affected_from_cluster": str(settings.affected_from_cluster) if settings.affected_from_cluster else None,
-        "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": reasons,
+        "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": dict(reasons),
         "profiles": _profiles(evidence, settings.profile, inputs)}
 
 

@@ -66,7 +66,7 @@ def parse_captured(vendor: str, text: str) -> Inventory:
             )
         return parse_nvidia_smi(text)
     if vendor == "ascend":
-        from pytest_hetero.probes.ascend import parse_npu_board, parse_npu_smi_info
+        from pytest_hetero.probes.ascend import NpuBoardVersions, parse_npu_board, parse_npu_smi_info
 
         if "Total number of vnpu" in text or "NPU resource static info" in text:
             from pytest_hetero.probes.ascend import parse_npu_vnpu
@@ -83,11 +83,12 @@ def parse_captured(vendor: str, text: str) -> Inventory:
             )
         if "|" not in text and "NPU ID" in text:
             board = parse_npu_board(text)
+            versions = NpuBoardVersions.of(board)
             return Inventory(
                 vendor="ascend",
                 source="npu-smi-board",
-                firmware_version=board.get("firmware_version"),
-                driver_version=board.get("software_version"),
+                firmware_version=versions.firmware_version,
+                driver_version=versions.software_version,
                 raw=text,
                 extra={"board": board},
             )

@@ -16,6 +16,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import _values as v
 from pytest_hetero.probes.ascend_table import parse_npu_smi_info
@@ -23,6 +25,7 @@ from pytest_hetero.probes.model import Inventory, Partition
 
 __all__ = [
     "AscendNodes",
+    "NpuBoardVersions",
     "VnpuInfo",
     "inspect_device_nodes",
     "parse_npu_board",
@@ -117,6 +120,19 @@ def parse_npu_board(text: str) -> dict[str, str | None]:
             hint="expected lines like 'Firmware Version : 6.4.12.1.241'",
         )
     return found
+
+
+class NpuBoardVersions(msgspec.Struct, frozen=True, kw_only=True):
+    """The versions of :func:`parse_npu_board`'s keys (``Firmware Version``, ``Software Version``: the driver's;
+    None where not printed or ``NA``); other keys are not read."""
+
+    firmware_version: str | None = None
+    software_version: str | None = None
+
+    @classmethod
+    def of(cls, board: dict[str, str | None]) -> NpuBoardVersions:
+        """The versions of a board's keys (:func:`parse_npu_board`)."""
+        return msgspec.convert(board, cls)
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,24 @@ the chip's. Full-width colons (``：``) from localized builds are accepted. ``-t
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
+import msgspec
+
 _KV = re.compile(r"^\s*(?P<key>[^:：]+?)\s*[:：]\s*(?P<value>.*?)\s*$")
+
+
+class ChipKeys(msgspec.Struct, frozen=True, kw_only=True, rename={
+        "chip_id": "Chip ID", "hbm_capacity": "HBM Capacity(MB)", "hbm_rate": "HBM Usage Rate(%)",
+        "aicore_rate": "Aicore Usage Rate(%)"}):
+    """The keys of a group the readers judge on, as printed (None: the group does not print it): ``Chip ID``,
+    ``HBM Capacity(MB)``, ``HBM Usage Rate(%)`` and ``Aicore Usage Rate(%)`` (``-t usages``/``-t memory``)."""
+
+    chip_id: str | None = None
+    hbm_capacity: str | None = None
+    hbm_rate: str | None = None
+    aicore_rate: str | None = None
 
 
 @dataclass
@@ -24,6 +39,10 @@ class NpuGroup:
     scope: str
     values: dict[str, str]
     lines: list[int] = field(default_factory=list)
+
+    def chip_keys(self) -> ChipKeys:
+        """The group's :class:`ChipKeys`, read from ``values`` (call it once the group is read)."""
+        return msgspec.convert(self.values, ChipKeys)
 
 
 @dataclass
@@ -127,10 +146,9 @@ def parse_npu_usage(text: str) -> NpuUsage:
     """The :class:`NpuUsage` of one ``npu-smi info -t usages|memory -i N`` output (:func:`parse_npu_kv`; no chip
     group: every field None). Never raises."""
     chips = parse_npu_kv(text.splitlines()).chips()
-    values = chips[0].values if chips else {}
-    return NpuUsage(hbm_capacity_mb=_number(values.get("HBM Capacity(MB)")),
-                    hbm_rate_pct=_number(values.get("HBM Usage Rate(%)")),
-                    aicore_rate_pct=_number(values.get("Aicore Usage Rate(%)")))
+    keys = chips[0].chip_keys() if chips else ChipKeys()
+    return NpuUsage(hbm_capacity_mb=_number(keys.hbm_capacity), hbm_rate_pct=_number(keys.hbm_rate),
+                    aicore_rate_pct=_number(keys.aicore_rate))
 
 
 @dataclass
@@ -142,13 +160,9 @@ class NpuTopology:
     affinity: dict[str, str]
     lines: list[int]
 
-    def counts(self) -> dict[str, int]:
-        """Link type -> number of ordered NPU pairs using it (self excluded)."""
-        out: dict[str, int] = {}
-        for (a, b), kind in self.links.items():
-            if a != b:
-                out[kind] = out.get(kind, 0) + 1
-        return out
+    def counts(self) -> Counter[str]:
+        """Link type -> number of ordered NPU pairs using it (self excluded), in the order first met."""
+        return Counter(kind for (a, b), kind in self.links.items() if a != b)
 
 
 def parse_npu_topo(lines: list[str]) -> NpuTopology:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import msgspec
+
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import _values as v
 from pytest_hetero.probes.ascend_errors import match_dcmi
@@ -42,13 +44,33 @@ _TOP = ["Power(W)", "Temp(C)", "Hugepages-Usage(page)"]
 _BOTTOM = ["AICore(%)", "Memory-Usage(MB)", "HBM-Usage(MB)"]
 
 
+class _NpuCells(msgspec.Struct, frozen=True, kw_only=True,
+                rename={"power": "Power(W)", "temp": "Temp(C)", "hugepages": "Hugepages-Usage(page)"}):
+    """An NPU row's values under the header's columns, as printed (None: no such column in this layout, or no value
+    under it; ``hugepages`` is ``used / total``)."""
+
+    power: str | None = None
+    temp: str | None = None
+    hugepages: str | None = None
+
+
+class _ChipCells(msgspec.Struct, frozen=True, kw_only=True,
+                 rename={"aicore": "AICore(%)", "memory": "Memory-Usage(MB)", "hbm": "HBM-Usage(MB)"}):
+    """A chip row's values under the header's columns, as printed (None: no such column in this layout, or no
+    value under it; ``memory`` and ``hbm`` are ``used / total``)."""
+
+    aicore: str | None = None
+    memory: str | None = None
+    hbm: str | None = None
+
+
 @dataclass
 class _Npu:
     npu_id: int
     name: str | None
     health_raw: str
-    values: dict[str, str]
-    chips: list[tuple[list[str], str, dict[str, str]]] = field(default_factory=list)
+    values: _NpuCells
+    chips: list[tuple[list[str], str, _ChipCells]] = field(default_factory=list)
 
 
 def _cells(line: str) -> list[str]:
@@ -71,15 +93,15 @@ def _pair(text: str | None) -> tuple[int | None, int | None]:
     return v.integer(used), v.integer(total)
 
 
-def _device(npu: _Npu, chip: tuple[list[str], str, dict[str, str]] | None, id_name: str | None) -> Device:
-    ids, bus, bottom = chip or ([], "", {})
+def _device(npu: _Npu, chip: tuple[list[str], str, _ChipCells] | None, id_name: str | None) -> Device:
+    ids, bus, bottom = chip or ([], "", _ChipCells())
     chip_id = v.integer(ids[0]) if ids else None
     second = v.integer(ids[1]) if len(ids) > 1 else None
     device_id = second if id_name == "device" else None
     phy_id = second if id_name == "phy-id" else None
-    hp_used, hp_total = _pair(npu.values.get("Hugepages-Usage(page)"))
-    ddr_used, ddr_total = _pair(bottom.get("Memory-Usage(MB)"))
-    hbm_used, hbm_total = _pair(bottom.get("HBM-Usage(MB)"))
+    hp_used, hp_total = _pair(npu.values.hugepages)
+    ddr_used, ddr_total = _pair(bottom.memory)
+    hbm_used, hbm_total = _pair(bottom.hbm)
     use_hbm = bool(hbm_total)
     health = HEALTH.get(npu.health_raw.lower(), "unknown")
     errors = () if health == "ok" else (f"npu-smi health reads {npu.health_raw or 'nothing'}",)
@@ -107,9 +129,9 @@ def _device(npu: _Npu, chip: tuple[list[str], str, dict[str, str]] | None, id_na
         memory_used_mib=hbm_used if use_hbm else ddr_used,
         health=health,
         health_raw=npu.health_raw or None,
-        temperature_c=v.number(npu.values.get("Temp(C)")),
-        power_w=v.number(npu.values.get("Power(W)")),
-        utilisation_pct=v.number(bottom.get("AICore(%)")),
+        temperature_c=v.number(npu.values.temp),
+        power_w=v.number(npu.values.power),
+        utilisation_pct=v.number(bottom.aicore),
         errors=errors,
         extra={
             "npu_id": npu.npu_id,
@@ -220,10 +242,11 @@ class _TableScan:
             if not npus:
                 self.warnings.append(f"{where}: chip row before any NPU row ignored")
                 return
-            npus[-1].chips.append((ids, cells[1], _values(cells[2], self.columns.bottom, where, self.warnings)))
+            bottom = msgspec.convert(_values(cells[2], self.columns.bottom, where, self.warnings), _ChipCells)
+            npus[-1].chips.append((ids, cells[1], bottom))
         elif ids and ids[0].isdecimal():
-            npus.append(_Npu(int(ids[0]), " ".join(ids[1:]) or None, cells[1],
-                             _values(cells[2], self.columns.top, where, self.warnings)))
+            top = msgspec.convert(_values(cells[2], self.columns.top, where, self.warnings), _NpuCells)
+            npus.append(_Npu(int(ids[0]), " ".join(ids[1:]) or None, cells[1], top))
         else:
             self.warnings.append(f"{where}: unrecognised row '{stripped[:60]}'")
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+import msgspec
+
 from pytest_hetero.probes.cgroup import CgroupLimits, cpulist_count, read_cgroup_limits
 from pytest_hetero.probes.model import Device, Inventory
 
@@ -112,7 +114,25 @@ def _read(root: Path, rel: str) -> str | None:
         return None
 
 
-def _cpuinfo(text: str) -> list[dict[str, str]]:
+class _CpuBlock(msgspec.Struct, frozen=True, kw_only=True, rename={
+        "model_name": "model name", "cpu_model": "cpu model", "cpu_implementer": "cpu implementer",
+        "cpu_part": "cpu part", "physical_id": "physical id", "core_id": "core id"}):
+    """One processor's block of ``/proc/cpuinfo`` (``key : value`` lines, keys lower-cased), the keys read: its
+    ``processor`` number, its model (x86 ``model name``, ``cpu model`` or ``cpu`` elsewhere; ARM ``CPU
+    implementer`` and ``CPU part``), as printed ("" when not printed), and its socket (``physical id``) and
+    ``core id`` (None when not printed)."""
+
+    processor: str = ""
+    model_name: str = ""
+    cpu_model: str = ""
+    cpu: str = ""
+    cpu_implementer: str = ""
+    cpu_part: str = ""
+    physical_id: str | None = None
+    core_id: str | None = None
+
+
+def _cpuinfo(text: str) -> list[_CpuBlock]:
     blocks: list[dict[str, str]] = []
     current: dict[str, str] = {}
     for line in text.splitlines():
@@ -126,22 +146,23 @@ def _cpuinfo(text: str) -> list[dict[str, str]]:
             current[key.strip().lower()] = value.strip()
     if current:
         blocks.append(current)
-    return [b for b in blocks if b.get("processor", "").isdecimal()] or blocks[:0]
+    read = [msgspec.convert(block, _CpuBlock) for block in blocks]
+    return [block for block in read if block.processor.isdecimal()]
 
 
-def _model(blocks: list[dict[str, str]], text: str) -> str | None:
+def _model(blocks: list[_CpuBlock], text: str) -> str | None:
     for block in blocks:
-        for key in ("model name", "cpu model", "cpu"):
-            if block.get(key):
-                return block[key]
-        impl, part = block.get("cpu implementer", "").lower(), block.get("cpu part", "").lower()
+        model = block.model_name or block.cpu_model or block.cpu
+        if model:
+            return model
+        impl, part = block.cpu_implementer.lower(), block.cpu_part.lower()
         if impl:
             return ARM_PARTS.get((impl, part), f"ARM implementer {impl} part {part}")
     legacy = re.search(r"^Processor\s*:\s*(.+)$", text, re.MULTILINE)
     return legacy.group(1).strip() if legacy else None
 
 
-def _topology(root: Path, blocks: list[dict[str, str]]) -> tuple[set[str], set[tuple[str, str]]]:
+def _topology(root: Path, blocks: list[_CpuBlock]) -> tuple[set[str], set[tuple[str, str]]]:
     sockets: set[str] = set()
     cores: set[tuple[str, str]] = set()
     base = root / "sys/devices/system/cpu"
@@ -153,10 +174,10 @@ def _topology(root: Path, blocks: list[dict[str, str]]) -> tuple[set[str], set[t
             cores.add((package.strip(), core.strip()))
     if not sockets:
         for block in blocks:
-            if "physical id" in block:
-                sockets.add(block["physical id"])
-                if "core id" in block:
-                    cores.add((block["physical id"], block["core id"]))
+            if block.physical_id is not None:
+                sockets.add(block.physical_id)
+                if block.core_id is not None:
+                    cores.add((block.physical_id, block.core_id))
     return sockets, cores
 
 

@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import msgspec
+
 _CATEGORY = re.compile(r"^\s*[+|]-{2,}\s+(?P<cat>[A-Za-z][\w ]*?)\s+-{2,}[+|]")
 _RESULT = re.compile(r"^(?P<status>Pass|Fail|Skip|Warn|Not Run|Running)\b(?:\s*-\s*(?P<who>All|GPUs?:\s*[\d,\s]+))?$",
                      re.IGNORECASE)
@@ -58,15 +60,33 @@ class DcgmTest:
     error_ids: list[int] = field(default_factory=list)
 
 
+class DcgmMetadata(msgspec.Struct, frozen=True, kw_only=True, rename={
+        "dcgm_version": "DCGM Version", "driver_version": "Driver Version Detected",
+        "gpu_device_ids": "GPU Device IDs Detected"}):
+    """The ``Metadata`` rows of a ``dcgmi diag`` report the readers name (None: not printed; DCGM 3.0 tables print
+    none, JSON documents only the first two)."""
+
+    dcgm_version: str | None = None
+    driver_version: str | None = None
+    gpu_device_ids: str | None = None
+
+
 @dataclass
 class DcgmDiag:
     """A ``dcgmi diag`` result: ``metadata`` rows (version, driver, device ids), ``tests`` in order,
-    ``layout`` (``table`` or ``json``), ``truncated`` when the table has no closing border."""
+    ``layout`` (``table`` or ``json``), ``truncated`` when the table has no closing border, ``problems``: why a
+    test entry of a JSON document was not read (not of DCGM's shape; the message names the field)."""
 
     metadata: dict[str, str]
     tests: list[DcgmTest]
     layout: str
     truncated: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def versions(self) -> DcgmMetadata:
+        """The :class:`DcgmMetadata` of the ``metadata`` rows."""
+        return msgspec.convert(self.metadata, DcgmMetadata)
 
     @property
     def failed(self) -> list[DcgmTest]:
@@ -247,40 +267,77 @@ def is_dcgm_json(obj: object) -> bool:
     )
 
 
+class _JsonWarning(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``warnings`` entry of a ``-j`` result: ``{"warning", "error_id"}`` (4.x adds ``error_category``,
+    ``error_severity``, not read)."""
+
+    warning: str = ""
+    error_id: int | None = None
+
+
+class _JsonResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``results`` entry of a ``-j`` test: its ``status``, the GPUs it is about (2.x/3.x ``gpu_ids``, ``"0,1"``,
+    read first when present, even null; 4.x ``entity_id``), ``warnings`` (a list, or one) and ``info`` (the
+    same)."""
+
+    status: str = ""
+    gpu_ids: str | int | list[int] | None | msgspec.UnsetType = msgspec.UNSET
+    entity_id: str | int | None = None
+    warnings: list[_JsonWarning | str] | _JsonWarning | str | None = None
+    info: list[str] | str | None = None
+
+
+class _JsonSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """A 4.x test's ``test_summary``."""
+
+    status: str | None = None
+
+
+class _JsonTest(msgspec.Struct, frozen=True, kw_only=True):
+    """A test of a ``-j`` document: ``{"name", "results": [...], "test_summary"}`` (``results`` null: none)."""
+
+    name: str = ""
+    results: list[_JsonResult] | None = None
+    test_summary: _JsonSummary | None = None
+
+
 def parse_dcgm_json(obj: Mapping[str, object]) -> DcgmDiag:
-    """Parse a ``dcgmi diag -j`` document (2.x/3.x/4.x shapes). Never raises for any mapping."""
+    """Parse a ``dcgmi diag -j`` document (2.x/3.x/4.x shapes). Never raises for any mapping: a test entry (an
+    object with ``name`` and ``results``) not of the shape above is left out and named in ``problems``
+    (``$.results[0].status``, relative to the entry)."""
     found: list[tuple[str, Mapping[str, object]]] = []
     _walk_tests(obj, "", found)
     tests: list[DcgmTest] = []
+    problems: list[str] = []
     for category, raw in found:
-        results = raw.get("results")
-        test = DcgmTest(category, str(raw.get("name", "")), "Pass", "")
+        try:
+            entry = msgspec.convert(raw, _JsonTest)
+        except msgspec.ValidationError as exc:
+            problems.append(f"dcgmi diag -j: the {category or 'uncategorised'} test entry {raw['name']!r} is not "
+                            f"of DCGM's shape: {exc}")
+            continue
+        test = DcgmTest(category, entry.name, "Pass", "")
         statuses: list[str] = []
-        for entry_of_results in results if isinstance(results, list) else []:
-            if not isinstance(entry_of_results, Mapping):
-                continue
-            result: Mapping[str, object] = entry_of_results
-            status = str(result.get("status", "")).strip().title()
+        for result in entry.results or []:
+            status = result.status.strip().title()
             statuses.append(status)
-            ids = result.get("gpu_ids", result.get("entity_id"))
+            ids = result.entity_id if result.gpu_ids is msgspec.UNSET else result.gpu_ids
             for number in re.findall(r"\d+", str(ids)) if ids is not None else []:
                 test.gpus[int(number)] = status
-            warnings = result.get("warnings")
+            warnings = result.warnings
             entries = warnings if isinstance(warnings, list) else ([warnings] if warnings else [])
-            for entry in entries:
-                warning: Mapping[str, object] = entry if isinstance(entry, Mapping) else {}
-                text = str(warning.get("warning", "")) if isinstance(entry, Mapping) else str(entry)
-                error_id = warning.get("error_id")
-                if isinstance(error_id, int):
-                    test.error_ids.append(int(str(error_id)))
+            for warning in entries:
+                text = warning.warning if isinstance(warning, _JsonWarning) else warning
+                if isinstance(warning, _JsonWarning) and warning.error_id is not None:
+                    test.error_ids.append(warning.error_id)
                 gpu = next(iter(re.findall(r"\d+", str(ids))), None) if ids is not None else None
                 test.messages.append(DcgmMessage("Warning", text, int(gpu) if gpu is not None else _gpu_of(text)))
-            info = result.get("info")
+            info = result.info
             for line in info if isinstance(info, list) else ([info] if info else []):
-                test.messages.append(DcgmMessage("Info", str(line), _gpu_of(str(line))))
-        summary = raw.get("test_summary")
-        if isinstance(summary, Mapping) and summary.get("status"):
-            statuses.append(str(summary["status"]).title())
+                test.messages.append(DcgmMessage("Info", line, _gpu_of(line)))
+        summary = entry.test_summary
+        if summary is not None and summary.status:
+            statuses.append(summary.status.title())
         for level in ("Fail", "Warn", "Pass", "Skip"):
             if level in statuses:
                 test.status = level
@@ -296,7 +353,7 @@ def parse_dcgm_json(obj: Mapping[str, object]) -> DcgmDiag:
         )
         if value is not None
     }
-    return DcgmDiag(metadata, tests, "json")
+    return DcgmDiag(metadata, tests, "json", problems=problems)
 
 
 @dataclass

@@ -30,7 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+import msgspec
 
 from pytest_hetero.probes.usage import (
     RUN_TIME_UNITS,
@@ -52,6 +54,8 @@ SAMPLE_INTERVAL_S: float = 1.0
 """Seconds between two samples of the container's cgroup during a model run (the Docker engine's stats tick)."""
 WRAPPER = (Path(__file__).with_name("podwrap.py")).read_text(encoding="utf-8")
 """The text of :mod:`.podwrap`, run in the workload."""
+HeadT = TypeVar("HeadT", bound=msgspec.Struct)
+"""A header shape (:func:`_header`)."""
 SOURCE = "pod-cgroup"
 NO_WRAPPER = ".nowrap"
 """File the run's shell writes in the run dir when the image has no interpreter for the wrapper."""
@@ -94,11 +98,11 @@ def parse_dump(stdout: str) -> dict[str, str]:
     return files
 
 
-@dataclass(frozen=True)
-class RunDirFiles:
+class RunDirFiles(msgspec.Struct, frozen=True, kw_only=True,
+                  rename={"rusage": ".rusage", "no_wrapper": NO_WRAPPER, "samples": ".samples", "devices": ".devices"}):
     """The run dir's evidence files the gate reads back (:func:`dump_script`), as text ("" for a file that is
-    absent): the wrapper's ``rusage`` JSON, ``no_wrapper`` (the interpreter the image lacked, :data:`NO_WRAPPER`),
-    its ``samples`` and the device sampler's ``devices``."""
+    absent): the wrapper's ``rusage`` JSON (file ``.rusage``), ``no_wrapper`` (the interpreter the image lacked,
+    :data:`NO_WRAPPER`), its ``samples`` (``.samples``) and the device sampler's ``devices`` (``.devices``)."""
 
     rusage: str = ""
     no_wrapper: str = ""
@@ -107,11 +111,8 @@ class RunDirFiles:
 
     @classmethod
     def of(cls, files: Mapping[str, str]) -> RunDirFiles:
-        """The files of ``files`` (name → text, as :func:`parse_dump` reads them)."""
-        return cls(rusage=files.get(".rusage", ""),
-                   no_wrapper=files.get(NO_WRAPPER, ""),
-                   samples=files.get(".samples", ""),
-                   devices=files.get(".devices", ""))
+        """The files of ``files`` (name → text, as :func:`parse_dump` reads them; other names are ignored)."""
+        return msgspec.convert(files, cls)
 
 
 def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str
@@ -162,12 +163,45 @@ def _iso(epoch_s: Any) -> str:
     return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+WrittenNumber = Annotated[int, msgspec.Meta(ge=-(2**53), le=2**53)] | float
+"""A count or time the workload writes as a JSON number: an integer kept as written (so it prints as written), no
+larger than a float holds exactly (a larger one would overflow where it is divided or taken as a float)."""
+
+
+class _SamplesHead(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``.samples`` header as :mod:`.podwrap` writes it (every field optional; null: not known)."""
+
+    memory: str | None = None
+    cpu: str | None = None
+    cores: WrittenNumber | None = None
+    interval: float | None = None
+    at: WrittenNumber | None = None
+    t: float | None = None
+
+
+def _header(line: str | None, shape: type[HeadT], what: str) -> tuple[HeadT, str | None]:
+    """``line`` (a header the workload wrote, JSON) as ``shape``, and why it is not one (None: it is): not JSON or
+    not an object, or a field of another type (the message names it, ``$.field``); an unreadable header reads as
+    every field unknown (``shape()``), never raises."""
+    try:
+        raw = json.loads(line) if line else {}
+    except ValueError:
+        raw = {}
+    if not isinstance(raw, dict):
+        return shape(), None
+    try:
+        return msgspec.convert(raw, shape), None
+    except msgspec.ValidationError as exc:
+        return shape(), f"the wrapper's {what} header is unreadable: {exc}"
+
+
 @dataclass(frozen=True)
 class SamplesHeader:
     """The first line of the wrapper's ``.samples`` (a JSON object, :mod:`.podwrap`): the cgroup ``memory`` and
     ``cpu`` files it read (None: none readable), the ``cores`` the container may run on, the sampling
-    ``interval`` (s), the epoch ``at`` and monotonic ``t`` it began at. A field absent, or of another JSON
-    type, reads None (``cores``: 1)."""
+    ``interval`` (s), the epoch ``at`` and monotonic ``t`` it began at; ``problem``: why the header was not read
+    (a field of another JSON type, named; its fields are then all unknown). A field absent or null reads None
+    (``cores``: 1, ``t``: 0)."""
 
     memory: str | None
     cpu: str | None
@@ -175,19 +209,14 @@ class SamplesHeader:
     interval: float | None
     at: float | None
     t: float
+    problem: str | None = None
 
     @classmethod
     def parse(cls, line: str | None) -> SamplesHeader:
         """The header of ``line`` (None or not a JSON object: every field unknown)."""
-        try:
-            raw = json.loads(line) if line else {}
-        except ValueError:
-            raw = {}
-        head: Mapping[str, object] = raw if isinstance(raw, dict) else {}
-        return cls(memory=_text(head.get("memory")), cpu=_text(head.get("cpu")),
-                   cores=_number_of(head.get("cores")) or 1, interval=_number_of(head.get("interval")),
-                   at=_number_of(head.get("at")),
-                   t=float(_number_of(head.get("t")) or 0.0))
+        head, problem = _header(line, _SamplesHead, ".samples")
+        return cls(memory=head.memory or None, cpu=head.cpu or None, cores=head.cores or 1, interval=head.interval,
+                   at=head.at, t=head.t or 0.0, problem=problem)
 
 
 @dataclass(frozen=True)
@@ -239,6 +268,8 @@ def _series(text: str, pod: str) -> UsageRecord:
                     unavailable=None if lines else "the wrapper wrote no samples (the run never started under it)")
     sampler = Sampler(source, float(head.interval or SAMPLE_INTERVAL_S))
     sampler.started_at = _iso(head.at)
+    if head.problem is not None:
+        sampler.errors.append(head.problem)
     fmt = "usage_usec" if str(cpu).endswith("cpu.stat") else "ns"
     prev: tuple[float, float] | None = None
     t0 = head.t
@@ -274,13 +305,27 @@ DEVICE_FIELDS = ("index", "uuid", "name", "memory.used", "memory.total", "utiliz
 """The ``--query-gpu`` fields the wrapper asks ``nvidia-smi`` for (:mod:`.podwrap`), in order: MiB and %."""
 
 
+class _DevicesHead(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``.devices`` header as :mod:`.podwrap` writes it (every field optional; ``memory`` absent: not asked,
+    null: none)."""
+
+    tool: str | None = None
+    path: str | None = None
+    visible: str | None = None
+    interval: float | None = None
+    at: WrittenNumber | None = None
+    t: float | None = None
+    memory: dict[str, object] | None | msgspec.UnsetType = msgspec.UNSET
+
+
 @dataclass(frozen=True)
 class DevicesHeader:
     """The first line of the wrapper's ``.devices`` (a JSON object, :mod:`.podwrap`): the ``tool``
     (``nvidia-smi``, ``npu-smi``), its ``path`` in the container (None: not on PATH), the ``visible`` devices
     variable (``NVIDIA_VISIBLE_DEVICES``/``ASCEND_VISIBLE_DEVICES``), the sampling ``interval`` (s), the epoch
     ``at`` and monotonic ``t`` it began at, and (``npu-smi``) ``memory``: per NPU id the ``[exit code, stdout,
-    stderr]`` of its ``info -t memory`` (None: not asked). A field absent, or of another JSON type, reads None."""
+    stderr]`` of its ``info -t memory`` (None: not asked); ``problem``: why the header was not read (a field of
+    another JSON type, named; its fields are then all unknown). A field absent or null reads None."""
 
     tool: str
     path: str | None
@@ -289,20 +334,15 @@ class DevicesHeader:
     at: float | None
     t: float
     memory: dict[str, object] | None
+    problem: str | None = None
 
     @classmethod
     def parse(cls, line: str) -> DevicesHeader:
         """The header of ``line`` (not a JSON object: every field unknown, the tool ``nvidia-smi``)."""
-        try:
-            raw = json.loads(line)
-        except ValueError:
-            raw = {}
-        head: Mapping[str, object] = raw if isinstance(raw, dict) else {}
-        memory = head.get("memory")
-        return cls(tool=str(head.get("tool") or "nvidia-smi"), path=_text(head.get("path")),
-                   visible=str(head.get("visible") or ""), interval=_number_of(head.get("interval")),
-                   at=_number_of(head.get("at")), t=float(_number_of(head.get("t")) or 0.0),
-                   memory=(memory if isinstance(memory, dict) else {}) if "memory" in head else None)
+        head, problem = _header(line, _DevicesHead, ".devices")
+        memory = None if head.memory is msgspec.UNSET else head.memory or {}
+        return cls(tool=head.tool or "nvidia-smi", path=head.path or None, visible=head.visible or "",
+                   interval=head.interval, at=head.at, t=head.t or 0.0, memory=memory, problem=problem)
 
 
 @dataclass(frozen=True)
@@ -373,7 +413,7 @@ def add_devices(usage: UsageRecord, text: str) -> None:
         _append(sampler, since, reading)
     scope = (f"{tool} --query-gpu inside the container, every {sampler.interval_s:g} s: the devices allocated to it "
              f"(NVIDIA_VISIBLE_DEVICES={visible or 'unset'})")
-    why = (f"{tool} is not on PATH in the container" if not head.path else
+    why = ((head.problem or f"{tool} is not on PATH in the container") if not head.path else
            None if sampler.readings else "no sample could be read: " + ("; ".join(sampler.errors) or "no answer"))
     sampler.source = Source(tool, scope, names, read=(lambda: {}) if why is None else None, unavailable=why)
     sampler.started_at = _iso(head.at)
@@ -437,7 +477,7 @@ def add_npu_devices(usage: UsageRecord, head: DevicesHeader, lines: list[str]) -
     sampler.errors = errors
     scope = (f"npu-smi info -t usages -i N inside the container, every {sampler.interval_s:g} s: the NPUs allocated "
              f"to it (ASCEND_VISIBLE_DEVICES={visible or 'unset'}); HBM used = HBM Usage Rate × HBM Capacity")
-    why = ("npu-smi is not on PATH in the container" if not head.path else
+    why = ((head.problem or "npu-smi is not on PATH in the container") if not head.path else
            "ASCEND_VISIBLE_DEVICES names no NPU in the container" if head.memory is not None and not head.memory else
            None if sampler.readings else "no sample could be read: " + ("; ".join(errors) or "no answer"))
     sampler.source = Source(tool, scope, names, read=(lambda: {}) if why is None else None, unavailable=why)
@@ -453,11 +493,6 @@ def _merge(usage: UsageRecord, got: UsageRecord) -> None:
                                 "samples": got["samples"], "errors": got["errors"]}
 
 
-def _text(value: object) -> str | None:
-    """A header's text field: None when absent, empty or not text."""
-    return value if isinstance(value, str) and value else None
-
-
 def _since(at: float, t0: float) -> float | None:
     """Seconds from the header's monotonic ``t0`` to a sample's ``at`` (ms resolution); None when that is no finite
     number (the workload writes both: ``1e308`` after ``-1e308``, or a JSON ``Infinity``): the sample is then skipped
@@ -465,11 +500,6 @@ def _since(at: float, t0: float) -> float | None:
     hold."""
     since = round(at - t0, 3)
     return since if math.isfinite(since) else None
-
-
-def _number_of(value: object) -> float | None:
-    """A header's number field as the JSON held it (an int stays an int): None when absent or not a number."""
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _float(value: object) -> float | None:

@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+import msgspec
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes.model import Inventory, _plain
@@ -38,7 +40,7 @@ FRAMEWORKS: tuple[FrameworkName, ...] = ("onnxruntime", "torch", "torch_npu")
 ToolName = Literal["nvidia-smi", "npu-smi"]
 """A vendor tool payload.sh runs."""
 TOOLS: tuple[ToolName, ...] = ("nvidia-smi", "npu-smi")
-"""Every vendor tool payload.sh runs (each read by :meth:`ToolRun.parse`, present or not)."""
+"""Every vendor tool payload.sh runs (each read by :attr:`PayloadReport.tool_runs`, present or not)."""
 
 
 def payload_script() -> str:
@@ -51,22 +53,35 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
+ShapeT = TypeVar("ShapeT", bound=msgspec.Struct)
+"""A declared shape of a payload document (:func:`_read`)."""
+
+
+def _read(value: Mapping[str, object], shape: type[ShapeT], what: str) -> tuple[ShapeT, str | None]:
+    """The payload document ``value`` (as the container wrote it) as ``shape``, and why it is not one (None: it
+    is): a field of another type makes the whole document unreadable, read as every field unset, and the message
+    names the field (``$.torch.version``). Never raises."""
+    try:
+        return msgspec.convert(value, shape), None
+    except msgspec.ValidationError as exc:
+        return shape(), f"payload {what} is unreadable: {exc}"
+
+
 @dataclass(frozen=True)
 class InterpreterFacts:
     """payload.sh's ``python`` entry, read once by :meth:`PayloadReport.interpreter`: whether the image has an
-    interpreter (``present``) and why not (``error``, as text; None: not reported)."""
+    interpreter (``present``) and why not (``error``; None: not reported)."""
 
     present: bool
     error: str | None
 
 
-@dataclass(frozen=True)
-class FrameworkFacts:
+class FrameworkFacts(msgspec.Struct, frozen=True, kw_only=True):
     """One framework entry of payload.sh's python report (``torch``, ``onnxruntime``, ``torch_npu``), read
     once by :meth:`PayloadReport.framework`: ``available`` (importable), ``version``, ``error`` (why not),
     ``providers`` (ONNX Runtime's execution providers; None: not reported), ``cuda_build`` (torch's
-    ``torch.version.cuda``), ``cuda_available``/``npu_available`` (True/False as reported; None: not a
-    boolean or not reported)."""
+    ``torch.version.cuda``), ``cuda_available``/``npu_available`` (True/False as reported; None: not
+    reported). Other keys the entry holds (``device_count``) are not read."""
 
     available: bool = False
     version: str | None = None
@@ -76,40 +91,50 @@ class FrameworkFacts:
     cuda_available: bool | None = None
     npu_available: bool | None = None
 
-    @classmethod
-    def parse(cls, value: object) -> FrameworkFacts:
-        """The facts of one framework entry ``value`` (not an object: every field unset)."""
-        entry: Mapping[str, object] = value if isinstance(value, dict) else {}
-        providers = entry.get("providers")
-        cuda, npu = entry.get("cuda_available"), entry.get("npu_available")
-        return cls(available=bool(entry.get("available")), version=_text(entry.get("version")),
-                   error=_text(entry.get("error")),
-                   providers=[str(p) for p in providers] if isinstance(providers, list) else None,
-                   cuda_build=_text(entry.get("cuda_build")),
-                   cuda_available=cuda if isinstance(cuda, bool) else None,
-                   npu_available=npu if isinstance(npu, bool) else None)
+
+class _FrameworkReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``report`` payload.sh's python probe prints: an entry per framework (null or absent: not reported;
+    ``version`` and ``executable``, the interpreter's, are not read)."""
+
+    onnxruntime: FrameworkFacts | None = None
+    torch: FrameworkFacts | None = None
+    torch_npu: FrameworkFacts | None = None
+
+
+class _PythonDocument(msgspec.Struct, frozen=True, kw_only=True):
+    """payload.sh's ``python`` document: ``{"present", "path", "rc", "report", "error"}`` (``path`` and ``rc``
+    are not read; ``report`` is read as :class:`_FrameworkReport`, apart, so that a framework entry of another
+    shape leaves the interpreter's facts read)."""
+
+    present: bool = False
+    error: str | None = None
+    report: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
 class PythonFacts:
     """payload.sh's ``python`` document, read once (:attr:`PayloadReport.python_facts`): the
     :class:`InterpreterFacts` and the :class:`FrameworkFacts` of every name in :data:`FRAMEWORKS` (an entry the
-    report lacks, or a report that is not an object: every field unset)."""
+    report lacks, or a report that is not an object: every field unset), and the ``problems`` met (a document
+    or report of another shape, read as every field unset; each message names the field)."""
 
     interpreter: InterpreterFacts
     frameworks: dict[FrameworkName, FrameworkFacts]
+    problems: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, python: Mapping[str, object]) -> PythonFacts:
-        """The facts of the ``python`` document (absent or non-object entries: not present)."""
-        error, report = python.get("error"), python.get("report")
-        entries: Mapping[str, object] = report if isinstance(report, dict) else {}
-        return cls(interpreter=InterpreterFacts(present=bool(python.get("present")), error=_text(error)),
-                   frameworks={name: FrameworkFacts.parse(entries.get(name)) for name in FRAMEWORKS})
+        """The facts of the ``python`` document (absent entries: not present)."""
+        doc, problem = _read(python, _PythonDocument, "python document")
+        report, report_problem = _read(doc.report or {}, _FrameworkReport, "python report")
+        unset = FrameworkFacts()
+        return cls(interpreter=InterpreterFacts(present=doc.present, error=doc.error),
+                   frameworks={"onnxruntime": report.onnxruntime or unset, "torch": report.torch or unset,
+                               "torch_npu": report.torch_npu or unset},
+                   problems=tuple(p for p in (problem, report_problem) if p is not None))
 
 
-@dataclass(frozen=True)
-class ToolRun:
+class ToolRun(msgspec.Struct, frozen=True, kw_only=True):
     """payload.sh's run of a vendor tool (``nvidia-smi``/``npu-smi``), read once by :meth:`PayloadReport.tool`:
     ``present`` in the image, its exit code ``rc`` (None: not run), ``output`` and ``error`` text."""
 
@@ -122,13 +147,19 @@ class ToolRun:
         """``error`` then ``output`` (each empty when absent), one newline between them."""
         return f"{self.error or ''}\n{self.output or ''}"
 
-    @classmethod
-    def parse(cls, value: object) -> ToolRun:
-        """The run of one ``tools`` entry ``value`` (not an object: not present)."""
-        run: Mapping[str, object] = value if isinstance(value, dict) else {}
-        rc = run.get("rc")
-        return cls(present=bool(run.get("present")), rc=rc if isinstance(rc, int) else None,
-                   output=_text(run.get("output")), error=_text(run.get("error")))
+
+class _ToolRuns(msgspec.Struct, frozen=True, kw_only=True, rename={"nvidia_smi": "nvidia-smi", "npu_smi": "npu-smi"}):
+    """payload.sh's ``tools`` document: the run of each vendor tool of :data:`TOOLS` (null or absent: not
+    present)."""
+
+    nvidia_smi: ToolRun | None = None
+    npu_smi: ToolRun | None = None
+
+
+class _Library(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``libraries`` entry: ``{"name", "path"}`` of a driver library found (``path`` not read)."""
+
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,7 +171,8 @@ class PayloadReport:
     ``version``, ``onnxruntime``, ``torch``, ``torch_npu`` dicts; ``libraries`` the ``{"name", "path"}``
     objects of the driver libraries found (values as written: any JSON type); ``warnings`` are reading notes. The
     ``tools``, ``python`` and ``libraries`` documents are kept as the container wrote them (evidence holds
-    them); each is parsed once, on first use (:attr:`tool_runs`, :attr:`python_facts`, :attr:`library_names`),
+    them); each is parsed once, on first use, into its declared shape (:attr:`tool_runs`, :attr:`python_facts`,
+    :attr:`library_names`; one of another shape reads as every field unset and is named in :attr:`problems`),
     and read through :meth:`tool`, :meth:`interpreter`, :meth:`framework` and :meth:`has_library`.
     """
 
@@ -160,14 +192,35 @@ class PayloadReport:
         return PythonFacts.parse(self.python)
 
     @cached_property
+    def _tool_document(self) -> tuple[_ToolRuns, str | None]:
+        """The ``tools`` document, parsed once, and why it could not be (:func:`_read`)."""
+        return _read(self.tools, _ToolRuns, "tools document")
+
+    @cached_property
     def tool_runs(self) -> dict[ToolName, ToolRun]:
         """The run of every tool of :data:`TOOLS`, parsed once (no such entry: not present)."""
-        return {name: ToolRun.parse(self.tools.get(name)) for name in TOOLS}
+        runs = self._tool_document[0]
+        return {"nvidia-smi": runs.nvidia_smi or ToolRun(), "npu-smi": runs.npu_smi or ToolRun()}
+
+    @cached_property
+    def _library_document(self) -> tuple[list[_Library], str | None]:
+        """The ``libraries`` entries, parsed once, and why they could not be (:func:`_read`)."""
+        try:
+            return msgspec.convert(list(self.libraries), list[_Library]), None
+        except msgspec.ValidationError as exc:
+            return [], f"payload libraries are unreadable: {exc}"
 
     @cached_property
     def library_names(self) -> tuple[str, ...]:
         """The file name of every library found ("" for an entry without one), read once."""
-        return tuple(str(lib.get("name", "")) for lib in self.libraries)
+        return tuple(lib.name for lib in self._library_document[0])
+
+    @cached_property
+    def problems(self) -> tuple[str, ...]:
+        """Why a document of the report could not be read (a field of another type than payload.sh writes, the
+        message naming it): each is a ``payload`` finding of :func:`assess`."""
+        found = (self._tool_document[1], self._library_document[1])
+        return self.python_facts.problems + tuple(p for p in found if p is not None)
 
     def interpreter(self) -> InterpreterFacts:
         """Whether the image has a python3/python and why not (absent or non-object entries: not present)."""
@@ -324,7 +377,7 @@ def assess(report: PayloadReport, resource_type: str) -> list[Finding]:
         Finding("payload", w, "payload output")
         for w in report.warnings
         if "unreadable" in w or "truncated" in w or "not an object" in w
-    ]
+    ] + [Finding("payload", problem, "payload output") for problem in report.problems]
     kind = resource_kind(resource_type)
     rules = gpu_findings(report) if kind == "gpu" else npu_findings(report) if kind == "npu" else []
     return findings + [Finding(*rule) for rule in rules]
