@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
+
 from pytest_hetero import LAYERS
 from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
 from pytest_hetero.errors import BundleError, Location
@@ -139,6 +141,31 @@ def dsse_signers(envelope: Envelope) -> tuple[DsseSignature, ...]:
     return tuple(DsseSignature(s.get("keyid"), s["sig"]) for s in envelope["signatures"])
 
 
+class WrittenDigest(msgspec.Struct, frozen=True, kw_only=True):
+    """An in-toto ``DigestSet`` (a subject's or an input attestation's ``digest``) as written: its ``sha256``
+    (untrusted; None when absent)."""
+
+    sha256: object = None
+
+
+class WrittenSubject(msgspec.Struct, frozen=True, kw_only=True):
+    """An in-toto ``ResourceDescriptor`` (a statement's subject) as written: its ``name`` and ``digest`` (untrusted;
+    None when absent)."""
+
+    name: object = None
+    digest: object = None
+
+
+class _StatementTop(msgspec.Struct, frozen=True, kw_only=True):
+    """An in-toto Statement's top-level fields, each as written (untrusted JSON; None when absent): what
+    :func:`parse_line` reads of a statement before anything is checked."""
+
+    type_: object = msgspec.field(name="_type", default=None)
+    subject: object = None
+    predicate_type: object = msgspec.field(name="predicateType", default=None)
+    predicate: object = None
+
+
 def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     """Parse one JSON line holding a DSSE envelope over an in-toto JSON statement.
 
@@ -158,10 +185,10 @@ def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     statement = loads_bounded(payload, f"line {line}'s payload")
     if not isinstance(statement, dict):
         raise Unreadable("malformed", f"line {line}: the payload is not a JSON object")
-    predicate = statement.get("predicate")
-    return Attestation(line, raw, envelope, payload, statement, statement.get("_type"), statement.get("subject"),
-                       statement.get("predicateType"), predicate if isinstance(predicate, dict) else {},
-                       dsse_signers(envelope))
+    top = msgspec.convert(statement, _StatementTop)  # every field is any JSON value: a JSON object always fits
+    predicate = top.predicate
+    return Attestation(line, raw, envelope, payload, statement, top.type_, top.subject, top.predicate_type,
+                       predicate if isinstance(predicate, dict) else {}, dsse_signers(envelope))
 
 
 def read_attestations(bundle_dir: Path, payload_type: str) -> list[Attestation]:
@@ -195,6 +222,25 @@ def read_envelope(bundle_dir: Path) -> tuple[Envelope, bytes, dict[str, Any]]:
     return run.envelope, run.payload, run.statement
 
 
+class _RunPredicateTop(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields :class:`RunClaim` reads of the run's predicate, each as written (untrusted; None when absent)."""
+
+    owners: object = None
+    counts: object = None
+    run: object = None
+    verdict: object = None
+    inputs_not_kept: object = None
+    validation: object = None
+
+
+class _PredicateRunTop(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields :class:`RunClaim` reads of the predicate's ``run`` object, as written (None when absent)."""
+
+    id: object = None
+    finished_at: object = None
+    finished_at_recovered: object = None
+
+
 @dataclass(frozen=True)
 class RunClaim:
     """What is read of the run's signed predicate, parsed once from the untrusted statement
@@ -219,16 +265,18 @@ class RunClaim:
     @classmethod
     def of(cls, statement: Attestation) -> RunClaim:
         """The claim of the run's line ``statement`` (its parsed, untrusted predicate)."""
-        predicate = statement.predicate
-        owners, counts, found = predicate.get("owners"), predicate.get("counts"), predicate.get("run")
-        run = found if isinstance(found, dict) else {}
+        # a JSON object always fits these shapes (each field any JSON value): converting cannot fail
+        predicate = msgspec.convert(statement.predicate, _RunPredicateTop)
+        owners, counts, found = predicate.owners, predicate.counts, predicate.run
+        run: dict[str, Any] = found if isinstance(found, dict) else {}
+        said = msgspec.convert(run, _PredicateRunTop)
         return cls(
             {str(m): {str(layer): team for layer, team in per.items() if isinstance(team, str)}
              for m, per in owners.items() if isinstance(per, dict)} if isinstance(owners, dict) else {},
             {str(layer): {str(status): n for status, n in per.items() if isinstance(n, int)}
              for layer, per in counts.items() if isinstance(per, dict)} if isinstance(counts, dict) else {}, run,
-            run.get("id"), predicate.get("verdict"), run.get("finished_at"), isinstance(found, dict),
-            run.get("finished_at_recovered") is True, predicate.get("inputs_not_kept"), predicate.get("validation"))
+            said.id, predicate.verdict, said.finished_at, isinstance(found, dict),
+            said.finished_at_recovered is True, predicate.inputs_not_kept, predicate.validation)
 
 
 def role_layers(claim: RunClaim, role: str) -> list[str]:
