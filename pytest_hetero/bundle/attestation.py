@@ -56,12 +56,11 @@ ENVELOPE_FIELDS = frozenset({"payload", "payloadType", "signatures"})
 SIGNATURE_FIELDS = frozenset({"keyid", "sig"})
 
 
-@dataclass(frozen=True)
-class DsseSignature:
-    """One signature of a DSSE envelope, read once by :func:`parse_line` after the envelope's shape was checked:
+class DsseSignature(msgspec.Struct, frozen=True, kw_only=True):
+    """One signature of a DSSE envelope, read once by :func:`dsse_signers` after the envelope's shape was checked:
     its ``keyid`` (None when the signature names none: DSSE leaves it optional) and its base64 ``sig``."""
 
-    keyid: str | None
+    keyid: str | None = None
     sig: str
 
 
@@ -102,6 +101,22 @@ class Attestation:
         return self.envelope["signatures"]
 
 
+class _WrittenEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """A DSSE envelope's fields as written (untrusted; None when absent), which :func:`_envelope_shape` checks."""
+
+    payload_type: object = msgspec.field(name="payloadType", default=None)
+    payload: object = None
+    signatures: object = None
+
+
+class _WrittenSignature(msgspec.Struct, frozen=True, kw_only=True):
+    """A DSSE signature's fields as written (untrusted): ``sig`` (None when absent) and the optional ``keyid``
+    (UNSET when absent, which DSSE allows; null is not a keyid)."""
+
+    sig: object = None
+    keyid: object = msgspec.UNSET
+
+
 def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
     """What is wrong with the DSSE envelope's shape (None when it is exactly DSSE)."""
     if not isinstance(envelope, dict):
@@ -109,14 +124,15 @@ def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
     extra = sorted(set(envelope) - ENVELOPE_FIELDS)
     if extra:
         return f"unsigned field(s) {', '.join(map(repr, extra))} beside the DSSE fields"
-    written = envelope.get("payloadType")
-    if written != payload_type:
-        return f"payloadType {str(written)[:80]!r}, expected {payload_type}"
-    if not isinstance(envelope.get("payload"), str) or not isinstance(envelope.get("signatures"), list):
+    said = msgspec.convert(envelope, _WrittenEnvelope)  # a JSON object always fits: each field any JSON value
+    if said.payload_type != payload_type:
+        return f"payloadType {str(said.payload_type)[:80]!r}, expected {payload_type}"
+    if not isinstance(said.payload, str) or not isinstance(said.signatures, list):
         return "payload is not a string or signatures is not a list"
-    for n, sig in enumerate(envelope["signatures"], 1):
-        if not isinstance(sig, dict) or not isinstance(sig.get("sig"), str) \
-                or not isinstance(sig.get("keyid", ""), str):
+    for n, sig in enumerate(said.signatures, 1):
+        written = msgspec.convert(sig, _WrittenSignature) if isinstance(sig, dict) else None
+        if written is None or not isinstance(written.sig, str) \
+                or not isinstance(written.keyid, (str, msgspec.UnsetType)):
             return f"signature {n} is not {{keyid, sig}} strings"
         extra = sorted(set(sig) - SIGNATURE_FIELDS)
         if extra:
@@ -138,7 +154,8 @@ def dsse_envelope(value: object, payload_type: str) -> Envelope:
 
 def dsse_signers(envelope: Envelope) -> tuple[DsseSignature, ...]:
     """The signatures of an envelope whose shape :func:`dsse_envelope` checked, in order."""
-    return tuple(DsseSignature(s.get("keyid"), s["sig"]) for s in envelope["signatures"])
+    # its shape checked: each signature {sig: string, keyid: optional string}, so converting cannot fail
+    return msgspec.convert(envelope["signatures"], tuple[DsseSignature, ...])
 
 
 class WrittenDigest(msgspec.Struct, frozen=True, kw_only=True):
@@ -268,7 +285,7 @@ class RunClaim:
         # a JSON object always fits these shapes (each field any JSON value): converting cannot fail
         predicate = msgspec.convert(statement.predicate, _RunPredicateTop)
         owners, counts, found = predicate.owners, predicate.counts, predicate.run
-        run: dict[str, Any] = found if isinstance(found, dict) else {}
+        run = found if isinstance(found, dict) else {}
         said = msgspec.convert(run, _PredicateRunTop)
         return cls(
             {str(m): {str(layer): team for layer, team in per.items() if isinstance(team, str)}
