@@ -137,7 +137,7 @@ class SignedPool:
 
     levels: dict[str, object]
     expires_at: object
-    resource_uri: str = ""
+    resource_uri: str
 
     @classmethod
     def of(cls, pool: object) -> SignedPool:
