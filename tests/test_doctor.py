@@ -114,3 +114,25 @@ def test_a_matrix_that_does_not_load_is_exit_2(tmp_path: Path) -> None:
     done = doctor(str(bad))
     assert done.returncode == 2 and done.stderr.startswith(f"hetero doctor: 3 problems in {bad}:\n")
     assert f"{bad}:2:7: field 'kind': 'ValidationMatrix' was expected" in done.stderr
+
+
+def test_the_engine_answer_is_read_as_its_declared_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_docker reads ServerVersion and Runtimes of the engine's GET /info (doctor._EngineInfo): an answer
+    without them reads ``?`` and no runtime; extra fields are ignored."""
+    from pytest_hetero.cli.doctor import check_docker
+
+    answers: list[dict[str, object]] = [{"ServerVersion": "27.5.1", "Runtimes": {"runc": {}, "nvidia": {}},
+                                         "Driver": "overlay2"}, {"Runtimes": None}]
+
+    class Engine:
+        def __init__(self, **_: object) -> None:
+            pass
+
+        def info(self) -> dict[str, object]:
+            return answers.pop(0)
+
+    monkeypatch.setattr(docker, "APIClient", Engine)
+    assert [(c.status, c.what, c.detail) for c in check_docker({}, {"gpu"})] == [
+        ("ok", "Docker engine", "27.5.1; runtimes: nvidia, runc"),
+        ("ok", "NVIDIA container runtime", "runtime 'nvidia' registered")]
+    assert [(c.status, c.detail) for c in check_docker({}, {"cpu"})] == [("ok", "?; runtimes: none")]

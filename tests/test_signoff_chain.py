@@ -136,3 +136,26 @@ def test_the_signoff_view_does_not_count_signoffs_after_a_removed_one(bundle: Pa
     assert [(s["decision"], s["verified"], s["why_unverified"]) for s in role["signed"]] == [
         ("accept-with-known-failures", False, "the chain of sign-offs is broken: it is sign-off 1 in the file but "
          "was signed as sign-off 2: 1 sign-off line(s) before it were removed")]
+
+
+def test_a_chain_whose_sequence_is_a_boolean_is_no_chain(bundle: Path, keys: dict[str, Path], policy: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A sign-off signed with ``chain.sequence: true`` (not a number: Python's ``True == 1``) is not counted as
+    the first sign-off. Before the chain was read as a declared shape, ``true`` passed for sequence 1."""
+    import base64
+    import json
+
+    from pytest_hetero.bundle.signing import envelope_bytes, envelope_for, load_private_key
+
+    sign(bundle, keys, "biz", "risk-business", "accept-with-known-failures", "INC-42", capsys=capsys)
+    lines = (bundle / ATT).read_bytes().splitlines(keepends=True)
+    statement = json.loads(base64.b64decode(json.loads(lines[1])["payload"]))
+    assert statement["predicate"]["chain"]["sequence"] == 1
+    statement["predicate"]["chain"]["sequence"] = True
+    payload = json.dumps(statement, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    (bundle / ATT).write_bytes(lines[0] + envelope_bytes(envelope_for(payload, load_private_key(keys["biz"]))))
+    code, out = verify(bundle, keys, policy, capsys)
+    assert code == 1
+    assert [line.split("): ", 1)[1] for line in out if line.startswith("FAIL ")] == [
+        "signoff_chain: it carries no chain {sequence, previous}: a removed sign-off before it could not be told, "
+        "so it is not counted (sign again with this hetero)"]

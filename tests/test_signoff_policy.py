@@ -226,3 +226,31 @@ def test_a_hostile_policy_file_is_refused_not_hung(tmp_path: Path, keys: dict[st
     os.mkfifo(signature)
     with pytest.raises(PolicyError, match="the policy's signature file is unsafe: a FIFO, not a regular file"):
         load_policy(policy, [load_public_key(keys["gate.pub"])])
+
+
+def test_policies_with_odd_yaml_keys_or_metadata_are_refused_cleanly(tmp_path: Path) -> None:
+    """YAML keys may be numbers beside strings, and metadata may be anything: each is a PolicyError naming the
+    field. Before, unknown keys of mixed types raised TypeError (they were sorted together) and a metadata that
+    is not a mapping AttributeError; metadata with a non-string key was read (now refused, as JSON could not
+    hold it)."""
+    head = "apiVersion: pytest-hetero/v1\nkind: TrustPolicy\n"
+    cases = {
+        head + "1: x\nfoo: y\n": ("1", "unknown key 1"),
+        head + "roles: {b: {keys: [{2: a, x: 1, names: [A]}]}}\n": ("roles.b.keys[0]", None),
+        head + "metadata: acme\nroles: {}\n": ("metadata", None),
+        head + "metadata: [acme]\nroles: {}\n": ("metadata", None),
+        head + "metadata: {name: acme, 1: x}\nroles: {}\n": ("metadata", None),
+        head + "roles: {b: {keys: [], allow_gate_key: 1}}\n": ("roles.b.allow_gate_key", "must be true or false"),
+    }
+    for n, (text, (field, message)) in enumerate(cases.items()):
+        path = tmp_path / f"p{n}.yaml"
+        path.write_text(text)
+        with pytest.raises(PolicyError) as info:
+            load_policy(path, [], hashlib.sha256(text.encode()).hexdigest())
+        assert info.value.location.field == field
+        if message is not None:
+            assert info.value.message == message
+        elif field == "metadata":
+            assert info.value.message.startswith("metadata must be a mapping with string keys, e.g. {name: acme-gate}")
+        else:
+            assert info.value.hint == "unknown key(s): [2, 'x']"

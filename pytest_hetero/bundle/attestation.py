@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
+
 from pytest_hetero import LAYERS
 from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
 from pytest_hetero.errors import BundleError, Location
@@ -54,12 +56,11 @@ ENVELOPE_FIELDS = frozenset({"payload", "payloadType", "signatures"})
 SIGNATURE_FIELDS = frozenset({"keyid", "sig"})
 
 
-@dataclass(frozen=True)
-class DsseSignature:
-    """One signature of a DSSE envelope, read once by :func:`parse_line` after the envelope's shape was checked:
+class DsseSignature(msgspec.Struct, frozen=True, kw_only=True):
+    """One signature of a DSSE envelope, read once by :func:`dsse_signers` after the envelope's shape was checked:
     its ``keyid`` (None when the signature names none: DSSE leaves it optional) and its base64 ``sig``."""
 
-    keyid: str | None
+    keyid: str | None = None
     sig: str
 
 
@@ -100,6 +101,22 @@ class Attestation:
         return self.envelope["signatures"]
 
 
+class _WrittenEnvelope(msgspec.Struct, frozen=True, kw_only=True):
+    """A DSSE envelope's fields as written (untrusted; None when absent), which :func:`_envelope_shape` checks."""
+
+    payload_type: object = msgspec.field(name="payloadType", default=None)
+    payload: object = None
+    signatures: object = None
+
+
+class _WrittenSignature(msgspec.Struct, frozen=True, kw_only=True):
+    """A DSSE signature's fields as written (untrusted): ``sig`` (None when absent) and the optional ``keyid``
+    (UNSET when absent, which DSSE allows; null is not a keyid)."""
+
+    sig: object = None
+    keyid: object = msgspec.UNSET
+
+
 def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
     """What is wrong with the DSSE envelope's shape (None when it is exactly DSSE)."""
     if not isinstance(envelope, dict):
@@ -107,14 +124,15 @@ def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
     extra = sorted(set(envelope) - ENVELOPE_FIELDS)
     if extra:
         return f"unsigned field(s) {', '.join(map(repr, extra))} beside the DSSE fields"
-    written = envelope.get("payloadType")
-    if written != payload_type:
-        return f"payloadType {str(written)[:80]!r}, expected {payload_type}"
-    if not isinstance(envelope.get("payload"), str) or not isinstance(envelope.get("signatures"), list):
+    said = msgspec.convert(envelope, _WrittenEnvelope)  # a JSON object always fits: each field any JSON value
+    if said.payload_type != payload_type:
+        return f"payloadType {str(said.payload_type)[:80]!r}, expected {payload_type}"
+    if not isinstance(said.payload, str) or not isinstance(said.signatures, list):
         return "payload is not a string or signatures is not a list"
-    for n, sig in enumerate(envelope["signatures"], 1):
-        if not isinstance(sig, dict) or not isinstance(sig.get("sig"), str) \
-                or not isinstance(sig.get("keyid", ""), str):
+    for n, sig in enumerate(said.signatures, 1):
+        written = msgspec.convert(sig, _WrittenSignature) if isinstance(sig, dict) else None
+        if written is None or not isinstance(written.sig, str) \
+                or not isinstance(written.keyid, (str, msgspec.UnsetType)):
             return f"signature {n} is not {{keyid, sig}} strings"
         extra = sorted(set(sig) - SIGNATURE_FIELDS)
         if extra:
@@ -136,7 +154,33 @@ def dsse_envelope(value: object, payload_type: str) -> Envelope:
 
 def dsse_signers(envelope: Envelope) -> tuple[DsseSignature, ...]:
     """The signatures of an envelope whose shape :func:`dsse_envelope` checked, in order."""
-    return tuple(DsseSignature(s.get("keyid"), s["sig"]) for s in envelope["signatures"])
+    # its shape checked: each signature {sig: string, keyid: optional string}, so converting cannot fail
+    return msgspec.convert(envelope["signatures"], tuple[DsseSignature, ...])
+
+
+class WrittenDigest(msgspec.Struct, frozen=True, kw_only=True):
+    """An in-toto ``DigestSet`` (a subject's or an input attestation's ``digest``) as written: its ``sha256``
+    (untrusted; None when absent)."""
+
+    sha256: object = None
+
+
+class WrittenSubject(msgspec.Struct, frozen=True, kw_only=True):
+    """An in-toto ``ResourceDescriptor`` (a statement's subject) as written: its ``name`` and ``digest`` (untrusted;
+    None when absent)."""
+
+    name: object = None
+    digest: object = None
+
+
+class _StatementTop(msgspec.Struct, frozen=True, kw_only=True):
+    """An in-toto Statement's top-level fields, each as written (untrusted JSON; None when absent): what
+    :func:`parse_line` reads of a statement before anything is checked."""
+
+    type_: object = msgspec.field(name="_type", default=None)
+    subject: object = None
+    predicate_type: object = msgspec.field(name="predicateType", default=None)
+    predicate: object = None
 
 
 def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
@@ -158,10 +202,10 @@ def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
     statement = loads_bounded(payload, f"line {line}'s payload")
     if not isinstance(statement, dict):
         raise Unreadable("malformed", f"line {line}: the payload is not a JSON object")
-    predicate = statement.get("predicate")
-    return Attestation(line, raw, envelope, payload, statement, statement.get("_type"), statement.get("subject"),
-                       statement.get("predicateType"), predicate if isinstance(predicate, dict) else {},
-                       dsse_signers(envelope))
+    top = msgspec.convert(statement, _StatementTop)  # every field is any JSON value: a JSON object always fits
+    predicate = top.predicate
+    return Attestation(line, raw, envelope, payload, statement, top.type_, top.subject, top.predicate_type,
+                       predicate if isinstance(predicate, dict) else {}, dsse_signers(envelope))
 
 
 def read_attestations(bundle_dir: Path, payload_type: str) -> list[Attestation]:
@@ -195,6 +239,25 @@ def read_envelope(bundle_dir: Path) -> tuple[Envelope, bytes, dict[str, Any]]:
     return run.envelope, run.payload, run.statement
 
 
+class _RunPredicateTop(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields :class:`RunClaim` reads of the run's predicate, each as written (untrusted; None when absent)."""
+
+    owners: object = None
+    counts: object = None
+    run: object = None
+    verdict: object = None
+    inputs_not_kept: object = None
+    validation: object = None
+
+
+class _PredicateRunTop(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields :class:`RunClaim` reads of the predicate's ``run`` object, as written (None when absent)."""
+
+    id: object = None
+    finished_at: object = None
+    finished_at_recovered: object = None
+
+
 @dataclass(frozen=True)
 class RunClaim:
     """What is read of the run's signed predicate, parsed once from the untrusted statement
@@ -219,16 +282,18 @@ class RunClaim:
     @classmethod
     def of(cls, statement: Attestation) -> RunClaim:
         """The claim of the run's line ``statement`` (its parsed, untrusted predicate)."""
-        predicate = statement.predicate
-        owners, counts, found = predicate.get("owners"), predicate.get("counts"), predicate.get("run")
+        # a JSON object always fits these shapes (each field any JSON value): converting cannot fail
+        predicate = msgspec.convert(statement.predicate, _RunPredicateTop)
+        owners, counts, found = predicate.owners, predicate.counts, predicate.run
         run = found if isinstance(found, dict) else {}
+        said = msgspec.convert(run, _PredicateRunTop)
         return cls(
             {str(m): {str(layer): team for layer, team in per.items() if isinstance(team, str)}
              for m, per in owners.items() if isinstance(per, dict)} if isinstance(owners, dict) else {},
             {str(layer): {str(status): n for status, n in per.items() if isinstance(n, int)}
              for layer, per in counts.items() if isinstance(per, dict)} if isinstance(counts, dict) else {}, run,
-            run.get("id"), predicate.get("verdict"), run.get("finished_at"), isinstance(found, dict),
-            run.get("finished_at_recovered") is True, predicate.get("inputs_not_kept"), predicate.get("validation"))
+            said.id, predicate.verdict, said.finished_at, isinstance(found, dict),
+            said.finished_at_recovered is True, predicate.inputs_not_kept, predicate.validation)
 
 
 def role_layers(claim: RunClaim, role: str) -> list[str]:

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
+
 from pytest_hetero.bundle.manifest import (
     ATTESTATION,
     SIGNATURE_FILES,
@@ -150,6 +152,27 @@ def _redact_sections(evidence: EvidenceDocument, inputs: RunInputs) -> None:
             raw[key] = redactor.data(value)
 
 
+class _WrittenAudit(msgspec.Struct, frozen=True, kw_only=True):
+    """The change record's ``audit`` (:class:`~pytest_hetero.pytest_plugin.audit.AuditRecord`) as the finish reads
+    it: its ``status`` as written (None when absent)."""
+
+    status: Any = None
+
+
+class _WrittenChange(msgspec.Struct, frozen=True, kw_only=True):
+    """The change record (:class:`~pytest_hetero.status.drift.ChangeImpact`) as the finish reads it: its
+    ``audit`` (None when absent or null: no audit log was read)."""
+
+    audit: _WrittenAudit | None = None
+
+
+class _WrittenClusterChange(msgspec.Struct, frozen=True, kw_only=True):
+    """The evidence's ``cluster`` section (:class:`~pytest_hetero.pytest_plugin.drift.ClusterRecord`) as the
+    finish reads it: its ``change_record`` (None when absent or null: no ``--hetero-change``)."""
+
+    change_record: _WrittenChange | None = None
+
+
 def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     """Put what keeping the inputs found into ``evidence``: inputs that could not be kept
     (``inputs_not_kept``, also signed in the predicate: verification fails on it) and inputs that changed
@@ -164,11 +187,11 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     warnings += [f"input not kept in the bundle: {p}" for p in inputs.problems]
     untested = evidence["untested"]
     run = evidence["run"]
-    audit = ((evidence.get("cluster") or {}).get("change_record") or {}).get("audit") or {}
-    audited = audit.get("status")
-    change: Status | None = audited if audited in ("passed", "failed", "error") else None
+    change = msgspec.convert(evidence.get("cluster") or {}, _WrittenClusterChange).change_record
+    audited = change.audit.status if change is not None and change.audit is not None else None
+    judged_change: Status | None = audited if audited in ("passed", "failed", "error") else None
     diff = evidence.get("baseline_diff")
-    run["exit_status"] = exit_status(run["exit_status"], diff["gate"] if diff else None, change)
+    run["exit_status"] = exit_status(run["exit_status"], diff["gate"] if diff else None, judged_change)
     for changed in inputs.changed:
         warnings.append(changed["reason"])
         layer = {"code": "model", "acceptance": "business"}[changed["input"]]
@@ -176,7 +199,7 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
             {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": changed["reason"]} for n in changed["nodeids"])
     cleanup = evidence.get("cleanup")
     judged = summarise(evidence["items"], untested, cleanup["leftovers"] if cleanup else [],
-                       run["exit_status"], len(evidence["errors"]), change)  # settled above
+                       run["exit_status"], len(evidence["errors"]), judged_change)  # settled above
     summary = evidence["summary"]
     summary["verdict"] = judged["verdict"]
     summary["verdict_reason"] = judged["verdict_reason"]
@@ -253,6 +276,23 @@ def _set_aside(bundle: Path, rel: str) -> str:
     return str(target)
 
 
+class _WrittenArtifact(msgspec.Struct, frozen=True, kw_only=True):
+    """An artifact as an item's (or an earlier attempt's) evidence lists it
+    (:class:`~pytest_hetero.evidence.document.ArtifactDict`), each field as written: an edited journal's may lack
+    or mistype any (None when absent)."""
+
+    path: object = None
+    sha256: object = None
+    size: object = None
+
+
+class _WrittenAttempt(msgspec.Struct, frozen=True, kw_only=True):
+    """An earlier attempt of an item a rerun plugin ran again: its ``artifacts`` as written (``[]`` when absent
+    or null; anything else is iterated as it is, each element then judged)."""
+
+    artifacts: Any = None
+
+
 def recorded(evidence: EvidenceDocument, inputs: RunInputs | None, bundle: Path) -> tuple[dict[str, tuple[str, int]],
                                                                                        list[Problem]]:
     """Bundle path → (sha256, size) of every file the gate wrote: the finish's own (``inputs.written``)
@@ -264,14 +304,17 @@ def recorded(evidence: EvidenceDocument, inputs: RunInputs | None, bundle: Path)
     clashes: dict[str, set[tuple[str, int]]] = {}
     for item in evidence["items"]:
         # an attempt a rerun repeated keeps its artifacts under attempt-N/, listed in its evidence
-        arts = [a for attempt in [item, *(item.get("attempts") or [])] if isinstance(attempt, dict)
-                for a in attempt.get("artifacts") or []]
-        for art in arts:
+        # (every item has its artifacts list, which the journal and the loader refuse an item without; an attempt's
+        # are as a rerun plugin wrote them: a JSON object always fits _WrittenAttempt, each field any value)
+        earlier = [msgspec.convert(a, _WrittenAttempt).artifacts or [] for a in item.get("attempts") or []
+                   if isinstance(a, dict)]
+        for art in [*item["artifacts"], *(a for listed in earlier for a in listed)]:
             if not isinstance(art, dict):  # an edited journal's: no path to list or set aside
                 problems.append(Problem(str(art)[:200], "unsafe", f"artifact of {item['nodeid']} is not an object "
                                                                   "{path, sha256, size}"))
                 continue
-            rel, digest, size = str(art.get("path")), str(art.get("sha256")), art.get("size")
+            said = msgspec.convert(art, _WrittenArtifact)
+            rel, digest, size = str(said.path), str(said.sha256), said.size
             if not _safe(rel) or rel in SIGNATURE_FILES or not isinstance(size, int):
                 problems.append(Problem(rel, "unsafe", f"artifact of {item['nodeid']} has an unsafe path or no size"))
                 continue

@@ -27,7 +27,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import TypedDict
+from typing import Annotated, TypedDict
+
+import msgspec
 
 MANIFEST = "manifest.json"
 STATEMENT = "statement.intoto.json"
@@ -132,6 +134,28 @@ class Manifest(TypedDict):
     files: list[ManifestFile]
 
 
+class _ManifestTop(msgspec.Struct, frozen=True, kw_only=True):
+    """``manifest.json``'s top level as written (untrusted JSON; None when absent), checked before any entry."""
+
+    schema: object = None
+    algorithm: object = None
+    files: object = None
+
+
+class _ListedFile(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of ``manifest.json`` (:class:`ManifestFile`) as :func:`manifest_entries` holds it: a string path,
+    a 64-character sha256 (that it is lower-case hex is checked at once for all entries) and an integer size in
+    0..:data:`MAX_LISTED_BYTES` (a boolean is not one); other fields are ignored."""
+
+    path: str
+    sha256: Annotated[str, msgspec.Meta(min_length=64, max_length=64)]
+    size: Annotated[int, msgspec.Meta(ge=0, le=MAX_LISTED_BYTES)]
+
+
+_ENTRY_AT = re.compile(r"at `\$\[(\d+)\]")
+"""Where a msgspec error in the list of entries names the entry (``… - at `$[12].size```)."""
+
+
 def manifest_entries(manifest: object) -> list[tuple[str, str, int]]:
     """[(path, sha256, size)] of a parsed ``manifest.json`` (untrusted JSON): the one reader of its shape, for
     :func:`~pytest_hetero.bundle.verify.verify_bundle` (after the signed digest matched) and :func:`check_manifest`.
@@ -140,28 +164,19 @@ def manifest_entries(manifest: object) -> list[tuple[str, str, int]]:
     :class:`~pytest_hetero.safeio.Unreadable` (``malformed``) naming the first entry that is not."""
     from pytest_hetero.safeio import Unreadable
 
-    if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA \
-            or manifest.get("algorithm") != "sha256" or not isinstance(manifest.get("files"), list):
+    # a JSON object always fits the top level (each field any JSON value): converting it cannot fail
+    top = msgspec.convert(manifest, _ManifestTop) if isinstance(manifest, dict) else None
+    if top is None or top.schema != MANIFEST_SCHEMA or top.algorithm != "sha256" or not isinstance(top.files, list):
         raise Unreadable("malformed", f"not a {MANIFEST_SCHEMA} manifest with sha256 digests")
-    try:
-        entries = [(e["path"], e["sha256"], e["size"]) for e in manifest["files"]]
-    except (TypeError, KeyError):
-        entries = []
-        bad = True
-    else:  # one pass of cheap type checks, then every digest at once: 50,000 entries cost milliseconds
-        bad = any(type(p) is not str or type(h) is not str or len(h) != 64 or type(n) is not int
-                  or not 0 <= n <= MAX_LISTED_BYTES for p, h, n in entries) \
-            or not _HEX.fullmatch("".join(h for _, h, _ in entries))
-    if bad:
-        n = next((i for i, e in enumerate(manifest["files"]) if not _entry_ok(e)), 0)
+    try:  # one pass of type checks, then every digest at once: 50,000 entries cost milliseconds
+        entries = [(e.path, e.sha256, e.size) for e in msgspec.convert(top.files, list[_ListedFile])]
+    except msgspec.ValidationError as exc:
+        at = _ENTRY_AT.search(str(exc))
+        raise Unreadable("malformed", f"entry {at.group(1) if at else 0} is not {{path, sha256 hex, size}}") from None
+    if not _HEX.fullmatch("".join(h for _, h, _ in entries)):
+        n = next((i for i, (_, h, _) in enumerate(entries) if not _HEX64.fullmatch(h)), 0)
         raise Unreadable("malformed", f"entry {n} is not {{path, sha256 hex, size}}")
     return entries
-
-
-def _entry_ok(e: object) -> bool:
-    return isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str) \
-        and bool(_HEX64.fullmatch(e["sha256"])) and type(e.get("size")) is int \
-        and 0 <= e["size"] <= MAX_LISTED_BYTES
 
 
 def build_manifest(bundle_dir: Path) -> Manifest:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import yaml
 
 from pytest_hetero.errors import BundleError, Location
@@ -105,6 +106,51 @@ class TrustPolicy:
         return list(self.gate[kid].names) if kid in self.gate else []
 
 
+POLICY_FIELDS = frozenset({"apiVersion", "kind", "metadata", "gate", "roles"})
+KEY_FIELDS = frozenset({"names", "public_key", "keyid"})
+ROLE_FIELDS = frozenset({"keys", "allow_gate_key"})
+
+
+class _PolicyDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """A trust policy document's top level (:data:`POLICY_FIELDS`), each field as written (YAML, untrusted; None
+    when absent): :func:`parse_policy` checks each."""
+
+    api_version: object = msgspec.field(name="apiVersion", default=None)
+    kind: object = None
+    metadata: object = None
+    gate: object = None
+    roles: object = None
+
+
+class _PolicyMetadata(msgspec.Struct, frozen=True, kw_only=True):
+    """The policy's ``metadata``: its ``name`` as written (None when absent); other fields are ignored."""
+
+    name: object = None
+
+
+class _KeyDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """One key of the policy (:data:`KEY_FIELDS`), each field as written: ``names`` (None when absent),
+    ``public_key`` (``""`` when absent) and the optional ``keyid``."""
+
+    names: object = None
+    public_key: object = ""
+    keyid: object = None
+
+
+class _RoleDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """A role of the policy (:data:`ROLE_FIELDS`): its ``keys`` as written (None when absent) and
+    ``allow_gate_key``, a boolean (false when absent)."""
+
+    keys: object = None
+    allow_gate_key: bool = False
+
+
+def _unknown(node: dict[Any, Any], known: frozenset[str]) -> list[Any]:
+    """The keys of the YAML mapping ``node`` that are not ``known``, sorted by their text (YAML keys may be
+    numbers or booleans beside strings, which do not sort together)."""
+    return sorted((k for k in node if k not in known), key=str)
+
+
 def _fail(path: Path, field_name: str, message: str, hint: str = "") -> PolicyError:
     return PolicyError(message, Location(str(path), field=field_name), hint)
 
@@ -115,24 +161,24 @@ def _key(path: Path, where: str, node: Any) -> PolicyKey:
 
     from pytest_hetero.bundle.signing import keyid
 
-    if not isinstance(node, dict) or set(node) - {"names", "public_key", "keyid"}:
+    if not isinstance(node, dict) or _unknown(node, KEY_FIELDS):
         raise _fail(path, where, "a key is {names: [...], public_key: PEM, keyid: optional}",
-                    f"unknown key(s): {sorted(set(node) - {'names', 'public_key', 'keyid'})}"
-                    if isinstance(node, dict) else "")
-    names = node.get("names")
+                    f"unknown key(s): {_unknown(node, KEY_FIELDS)}" if isinstance(node, dict) else "")
+    said = msgspec.convert(node, _KeyDoc)  # its keys are KEY_FIELDS (checked above), each field any value
+    names = said.names
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n.strip() for n in names):
         raise _fail(path, f"{where}.names", "names must list the people who hold this key",
                     "e.g. names: [Ana Ruiz]")
     try:
-        public = serialization.load_pem_public_key(str(node.get("public_key", "")).encode("ascii"))
+        public = serialization.load_pem_public_key(str(said.public_key).encode("ascii"))
     except (ValueError, UnicodeEncodeError):
         public = None
     if not isinstance(public, Ed25519PublicKey):
         raise _fail(path, f"{where}.public_key", "not an Ed25519 public key in PEM",
                     "paste the .pub file written by hetero keygen (a block scalar: public_key: |)")
     kid = keyid(public)
-    if "keyid" in node and node["keyid"] != kid:
-        raise _fail(path, f"{where}.keyid", f"keyid {str(node['keyid'])[:80]!r} is not the key's ({kid})",
+    if "keyid" in node and said.keyid != kid:
+        raise _fail(path, f"{where}.keyid", f"keyid {str(said.keyid)[:80]!r} is not the key's ({kid})",
                     "drop keyid or copy it from hetero keygen's output")
     return PolicyKey(kid, public, tuple(n.strip() for n in names))
 
@@ -167,34 +213,48 @@ def parse_policy(data: bytes, path: Path, gate_keyids: frozenset[str] = frozense
         mark = getattr(exc, "problem_mark", None)
         raise PolicyError(f"not a YAML trust policy: {getattr(exc, 'problem', None) or type(exc).__name__}",
                           Location(str(path), mark.line + 1 if mark else 0)) from None
-    if not isinstance(doc, dict) or doc.get("kind") != POLICY_KIND or doc.get("apiVersion") != POLICY_API:
+    # only the known keys are converted (a YAML key may be a number): each field any value, so it cannot fail
+    said = msgspec.convert({k: v for k, v in doc.items() if k in POLICY_FIELDS}, _PolicyDoc) \
+        if isinstance(doc, dict) else None
+    if said is None or said.kind != POLICY_KIND or said.api_version != POLICY_API:
         raise _fail(path, "kind", f"not a trust policy (expected apiVersion: {POLICY_API}, kind: {POLICY_KIND})")
-    unknown = sorted(set(doc) - {"apiVersion", "kind", "metadata", "gate", "roles"})
+    unknown = _unknown(doc, POLICY_FIELDS)
     if unknown:
-        raise _fail(path, unknown[0], f"unknown key {unknown[0]!r}", "keys: apiVersion, kind, metadata, gate, roles")
-    name = str((doc.get("metadata") or {}).get("name") or path.stem)
-    gate = _keys(path, "gate", doc.get("gate") or [])
-    roles_doc = doc.get("roles")
+        raise _fail(path, str(unknown[0]), f"unknown key {unknown[0]!r}",
+                    "keys: apiVersion, kind, metadata, gate, roles")
+    try:
+        metadata = msgspec.convert(said.metadata or {}, _PolicyMetadata)
+    except msgspec.ValidationError as exc:
+        raise _fail(path, "metadata", f"metadata must be a mapping with string keys, e.g. {{name: acme-gate}} "
+                                      f"({exc})") from None
+    name = str(metadata.name or path.stem)
+    gate = _keys(path, "gate", said.gate or [])
+    roles_doc = said.roles
     if not isinstance(roles_doc, dict) or not roles_doc:
         raise _fail(path, "roles", "roles must map each role (owner team) to its keys")
     all_gate = gate_keyids | frozenset(gate)
-    roles = {}
-    for role, node in roles_doc.items():
-        where = f"roles.{role}"
-        if not isinstance(node, dict) or set(node) - {"keys", "allow_gate_key"}:
-            raise _fail(path, where, "a role is {keys: [...], allow_gate_key: false}")
-        allow = node.get("allow_gate_key", False)
-        if not isinstance(allow, bool):
-            raise _fail(path, f"{where}.allow_gate_key", "must be true or false")
-        keys = _keys(path, f"{where}.keys", node.get("keys"))
-        if not keys:
-            raise _fail(path, f"{where}.keys", "a role needs at least one key")
-        gate_here = sorted(k for k in keys if k in all_gate)
-        if gate_here and not allow:
-            raise _fail(path, f"{where}.keys", f"lists the gate key {gate_here[0][:16]}…: the key that signs runs "
-                        f"cannot also sign off as {role!r}", "set allow_gate_key: true for this role if it must")
-        roles[str(role)] = RolePolicy(str(role), keys, allow)
-    return name, gate, roles
+    return name, gate, {str(role): _role(path, role, node, all_gate) for role, node in roles_doc.items()}
+
+
+def _role(path: Path, role: object, node: object, all_gate: frozenset[str]) -> RolePolicy:
+    """The role ``role`` of the policy at ``path`` from its YAML ``node``; ``all_gate`` the gate keyids, which
+    its keys may list only with ``allow_gate_key: true``. Raises PolicyError naming the field."""
+    where = f"roles.{role}"
+    if not isinstance(node, dict) or _unknown(node, ROLE_FIELDS):
+        raise _fail(path, where, "a role is {keys: [...], allow_gate_key: false}")
+    try:  # its keys are ROLE_FIELDS (checked above): only allow_gate_key can be of another type
+        role_doc = msgspec.convert(node, _RoleDoc)
+    except msgspec.ValidationError:
+        raise _fail(path, f"{where}.allow_gate_key", "must be true or false") from None
+    allow = role_doc.allow_gate_key
+    keys = _keys(path, f"{where}.keys", role_doc.keys)
+    if not keys:
+        raise _fail(path, f"{where}.keys", "a role needs at least one key")
+    gate_here = sorted(k for k in keys if k in all_gate)
+    if gate_here and not allow:
+        raise _fail(path, f"{where}.keys", f"lists the gate key {gate_here[0][:16]}…: the key that signs runs "
+                    f"cannot also sign off as {role!r}", "set allow_gate_key: true for this role if it must")
+    return RolePolicy(str(role), keys, allow)
 
 
 def policy_envelope(data: bytes, key: Ed25519PrivateKey | Signer) -> Envelope:

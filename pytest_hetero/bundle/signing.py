@@ -32,11 +32,13 @@ import shlex
 import shutil
 import stat
 import subprocess
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -171,6 +173,18 @@ def canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
+class _WrittenLeftover(msgspec.Struct, frozen=True, kw_only=True):
+    """What the predicate names of a leftover of the evidence's ``cleanup`` section
+    (:class:`~pytest_hetero.evidence.document.LeftoverDict`, every field optional there): each as written, None
+    when absent."""
+
+    backend: Any = None
+    kind: Any = None
+    namespace: Any = None
+    name: Any = None
+    reason: Any = None
+
+
 def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]],
                     run_keyid: str | None) -> RunPredicate:
     """The signed claim about a run, from the evidence.json document.
@@ -191,12 +205,10 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
     counts: dict[str, dict[str, int]] = {
         layer: {s: int(summary["by_layer"].get(layer, {}).get(s, 0)) for s in STATUSES} for layer in LAYERS}
     untested = evidence["untested"]
-    by_status: dict[str, int] = {}
-    for entry in untested["items"]:
-        by_status[entry["status"]] = by_status.get(entry["status"], 0) + 1
+    by_status: dict[str, int] = dict(Counter(entry["status"] for entry in untested["items"]))
     run = evidence["run"]
     cleanup = evidence.get("cleanup")
-    leftovers = cleanup["leftovers"] if cleanup else []
+    leftovers = [msgspec.convert(x, _WrittenLeftover) for x in (cleanup["leftovers"] if cleanup else [])]
     # blocked_by: every entry untested_scope writes has it; the typed loader gives one written without it None
     scope: PredicateUntested = {
         "items": [{"nodeid": e["nodeid"], "layer": e["layer"], "keys": e["keys"], "status": e["status"],
@@ -220,8 +232,8 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
         "verdict_reason": summary.get("verdict_reason"),
         "selection": summary.get("selection"),
         "cleanup": {"clean": summary.get("clean", True),
-                    "leftovers": [{"backend": x.get("backend"), "kind": x.get("kind"), "namespace": x.get("namespace"),
-                                   "name": x.get("name"), "reason": x.get("reason")} for x in leftovers]},
+                    "leftovers": [{"backend": x.backend, "kind": x.kind, "namespace": x.namespace, "name": x.name,
+                                   "reason": x.reason} for x in leftovers]},
         "untested": scope,
         "does_not_prove": untested["does_not_prove"],
         "validation": evidence.get("validation") or {"pools": []},
@@ -249,16 +261,36 @@ def _usage(section: UsageSection | None) -> PredicateUsage | None:
             "incomplete": section["incomplete"]["count"]}
 
 
+class _WrittenSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of the evidence's ``cluster`` section
+    (:meth:`pytest_hetero.pytest_plugin.drift.ClusterRecord.pytest_hetero_amend_evidence`) as the predicate names
+    it: its ``matrix``, ``taken_at`` and ``sha256`` as written (None when absent); the snapshot itself is left."""
+
+    matrix: Any = None
+    taken_at: Any = None
+    sha256: Any = None
+
+
+class _WrittenCluster(msgspec.Struct, frozen=True, kw_only=True):
+    """The evidence's ``cluster`` section as the predicate reads it: ``snapshots``, ``drift`` and ``change_record``
+    as written (None when absent)."""
+
+    snapshots: Any = None
+    drift: Any = None
+    change_record: Any = None
+
+
 def _cluster(section: dict[str, Any] | None) -> PredicateCluster | None:
     """The predicate's ``cluster``: each snapshot's matrix, time and sha256 (the snapshot itself is in
-    evidence.json), the drift against a baseline (changes, affected items) and the change record."""
+    evidence.json), the drift against a baseline (changes, affected items) and the change record. Raises
+    :class:`msgspec.ValidationError` naming the path when a snapshot is not an object (the gate writes none such;
+    before, an AttributeError)."""
     if not section:
         return None
-    snapshots: list[SnapshotDigest] = [
-        {"matrix": s.get("matrix"), "taken_at": s.get("taken_at"), "sha256": s.get("sha256")}
-        for s in section.get("snapshots") or []]
-    return {"snapshots": snapshots,
-            "drift": section.get("drift"), "change_record": section.get("change_record")}
+    said = msgspec.convert(section, _WrittenCluster)
+    snapshots: list[SnapshotDigest] = [{"matrix": s.matrix, "taken_at": s.taken_at, "sha256": s.sha256}
+                                       for s in (msgspec.convert(x, _WrittenSnapshot) for x in said.snapshots or [])]
+    return {"snapshots": snapshots, "drift": said.drift, "change_record": said.change_record}
 
 
 def build_statement(subjects: list[tuple[str, str]], predicate: RunPredicate) -> RunStatement:

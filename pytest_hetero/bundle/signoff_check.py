@@ -14,6 +14,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from pytest_hetero import LAYERS
 from pytest_hetero.bundle.attestation import (
     DECISIONS,
@@ -28,7 +30,6 @@ from pytest_hetero.bundle.manifest import STATEMENT, Problem
 from pytest_hetero.bundle.signing import PAYLOAD_TYPE, STATEMENT_TYPE, check_signature, envelope_bytes, pae
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.intoto import ChainLink
     from pytest_hetero.bundle.policy import TrustPolicy
     from pytest_hetero.evidence.views import SignedView
 
@@ -83,13 +84,34 @@ def role_state(signed: list[SignOff]) -> str:
     return "pending"
 
 
+class SignedChainLink(msgspec.Struct, frozen=True, kw_only=True):
+    """A sign-off's signed ``chain`` (:class:`~pytest_hetero.bundle.intoto.ChainLink`, written by
+    :func:`~pytest_hetero.bundle.attestation.chain_link`), read from the untrusted predicate: its 1-based
+    ``sequence`` (an integer; a boolean is not one) and ``previous``, the sha256 hex of the line before it."""
+
+    sequence: int
+    previous: str
+
+
+class _SignoffPredicateTop(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields :class:`SignoffClaim` reads of a sign-off's predicate, each as written (untrusted; None when
+    absent or null: :meth:`SignoffClaim.of` tells the two apart where it matters)."""
+
+    role: object = None
+    layers: object = None
+    decision: object = None
+    conditions: object = None
+    signed_at: object = None
+    chain: object = None
+
+
 @dataclass(frozen=True)
 class SignoffClaim:
     """What a sign-off line's predicate says, parsed once from the untrusted statement (:meth:`of`): the ``role``
     and ``decision`` as text (``""`` when absent), the ``layers`` that are text (``[]`` when not a list),
     ``conditions`` and ``signed_at`` (None when absent or not text), the signed ``chain`` (None when it is not
-    ``{sequence: int, previous: text}``), and whether the predicate is ``well_formed``: ``{role, layers,
-    decision, conditions, signed_at}`` with a text role, a non-empty list of layers, a decision of
+    ``{sequence: int, previous: text}``, :class:`SignedChainLink`), and whether the predicate is ``well_formed``:
+    ``{role, layers, decision, conditions, signed_at}`` with a text role, a non-empty list of layers, a decision of
     :data:`~pytest_hetero.bundle.attestation.DECISIONS`, text or null conditions and a text time (then ``role``,
     ``layers`` and ``decision`` are exactly as written); ``role_written``, ``decision_written`` and
     ``signed_at_written`` as written (None when absent)."""
@@ -99,7 +121,7 @@ class SignoffClaim:
     decision: str
     conditions: str | None
     signed_at: str | None
-    chain: ChainLink | None
+    chain: SignedChainLink | None
     well_formed: bool
     role_written: object = None
     decision_written: object = None
@@ -109,12 +131,14 @@ class SignoffClaim:
     def of(cls, att: Attestation) -> SignoffClaim:
         """The claim of the sign-off line ``att`` (its statement's predicate, untrusted)."""
         predicate = att.predicate
-        role, layers, decision = predicate.get("role"), predicate.get("layers"), predicate.get("decision")
-        conditions, signed_at, chain = predicate.get("conditions"), predicate.get("signed_at"), predicate.get("chain")
-        link: ChainLink | None = None
-        if isinstance(chain, dict) and isinstance(chain.get("sequence"), int) \
-                and isinstance(chain.get("previous"), str):
-            link = {"sequence": chain["sequence"], "previous": chain["previous"]}
+        # a JSON object always fits (each field any JSON value): converting cannot fail
+        said = msgspec.convert(predicate, _SignoffPredicateTop)
+        role, layers, decision = said.role, said.layers, said.decision
+        conditions, signed_at = said.conditions, said.signed_at
+        try:
+            link: SignedChainLink | None = msgspec.convert(said.chain, SignedChainLink)
+        except msgspec.ValidationError:  # absent, or not {sequence: int, previous: text}: no chain
+            link = None
         well_formed = isinstance(role, str) and isinstance(layers, list) and bool(layers) \
             and all(x in LAYERS for x in layers) and decision in DECISIONS \
             and isinstance(conditions, (str, type(None))) and isinstance(signed_at, str)
@@ -179,14 +203,14 @@ def _chain_problem(signed: SignoffClaim, sequence: int, previous: bytes) -> str 
     if chain is None:
         return ("it carries no chain {sequence, previous}: a removed sign-off before it could not be told, so it "
                 "is not counted (sign again with this hetero)")
-    said = chain["sequence"]
+    said = chain.sequence
     if said > sequence:
         return (f"the chain of sign-offs is broken: it is sign-off {sequence} in the file but was signed as sign-off "
                 f"{said}: {said - sequence} sign-off line(s) before it were removed")
     if said < sequence:
         return (f"the chain of sign-offs is broken: it is sign-off {sequence} in the file but was signed as sign-off "
                 f"{said}: lines were inserted or reordered before it")
-    if chain["previous"] != hashlib.sha256(previous).hexdigest():
+    if chain.previous != hashlib.sha256(previous).hexdigest():
         return ("the chain of sign-offs is broken: the line before it is not the one it was signed after (a sign-off "
                 "before it was removed, replaced or reordered)")
     return None

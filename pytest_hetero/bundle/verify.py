@@ -39,11 +39,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+import msgspec
+
 from pytest_hetero.bundle.attestation import (
     MAX_ATTESTATION_BYTES,
     SIGNOFF_PREDICATE_TYPE,
     Attestation,
     RunClaim,
+    WrittenDigest,
+    WrittenSubject,
     chain_head,
     read_attestations,
 )
@@ -183,9 +187,10 @@ def _subjects(subjects: object, result: Verification) -> dict[str, str]:
     """{name: sha256} of the run statement's ``subjects`` (as written); shape problems go to ``result``."""
     out: dict[str, str] = {}
     for subject in subjects if isinstance(subjects, list) else []:
-        name = subject.get("name") if isinstance(subject, dict) else None
-        digest = subject.get("digest") if isinstance(subject, dict) else None
-        sha = digest.get("sha256") if isinstance(digest, dict) else None
+        # only JSON objects are converted, and every field is any JSON value: converting cannot fail
+        said = msgspec.convert(subject, WrittenSubject) if isinstance(subject, dict) else WrittenSubject()
+        name, digest = said.name, said.digest
+        sha = msgspec.convert(digest, WrittenDigest).sha256 if isinstance(digest, dict) else None
         if not isinstance(name, str) or not safe_relative(name) or not isinstance(sha, str) \
                 or not _HEX64.fullmatch(sha):
             result.problems.append(Problem(str(name)[:200] if name else "?", "subject",

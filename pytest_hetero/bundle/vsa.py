@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from pytest_hetero import __version__
 from pytest_hetero.bundle.manifest import STATEMENT, VALIDATION
 from pytest_hetero.errors import BundleError, Location
@@ -110,23 +112,66 @@ def write_vsas(bundle_dir: Path, validation: ValidationSection, matrices: list[M
     return len(lines)
 
 
+class _PoolTop(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields :class:`SignedPool` reads of a pool of the signed ``validation`` section, each as written
+    (untrusted; None when absent)."""
+
+    matrix: object = None
+    pool: object = None
+    task_types: object = None
+    expires_at: object = None
+
+
+class _TaskTypeTop(msgspec.Struct, frozen=True, kw_only=True):
+    """A pool's task type entry as :class:`SignedPool` reads it: its ``level`` as written (None when absent)."""
+
+    level: object = None
+
+
 @dataclass(frozen=True)
 class SignedPool:
     """A pool of the signed statement's ``validation`` section, as its VSA must repeat it, read once from the
-    untrusted predicate (:meth:`of`): each task type's ``level`` as written (a task type whose entry is not an
+    untrusted predicate (:meth:`of`): the ``resource_uri`` its VSA names (``hetero-pool:<matrix>/<pool>``, each
+    as written, None when absent), each task type's ``level`` as written (a task type whose entry is not an
     object is left out; a missing level is None) and ``expires_at`` as written (None when absent)."""
 
     levels: dict[str, object]
     expires_at: object
+    resource_uri: str
 
     @classmethod
     def of(cls, pool: object) -> SignedPool:
         """The pool entry ``pool`` of the signed predicate (untrusted JSON; not an object: no task type, no
         expiry)."""
-        entry = pool if isinstance(pool, dict) else {}
-        tasks = entry.get("task_types")
-        tasks = tasks if isinstance(tasks, dict) else {}
-        return cls({t: e.get("level") for t, e in tasks.items() if isinstance(e, dict)}, entry.get("expires_at"))
+        # a JSON object always fits (each field any JSON value): converting cannot fail
+        said = msgspec.convert(pool if isinstance(pool, dict) else {}, _PoolTop)
+        tasks = said.task_types if isinstance(said.task_types, dict) else {}
+        return cls({t: msgspec.convert(e, _TaskTypeTop).level for t, e in tasks.items() if isinstance(e, dict)},
+                   said.expires_at, f"hetero-pool:{said.matrix}/{said.pool}")
+
+
+class _VsaPredicateTop(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields :class:`VsaClaim` reads of a VSA predicate (:class:`~pytest_hetero.bundle.intoto.VsaPredicate`),
+    each as written (untrusted; None when absent)."""
+
+    input_attestations: object = msgspec.field(name="inputAttestations", default=None)
+    resource_uri: object = msgspec.field(name="resourceUri", default=None)
+    verification_result: object = msgspec.field(name="verificationResult", default=None)
+    verified_levels: object = msgspec.field(name="verifiedLevels", default=None)
+    pytest_hetero: object = msgspec.field(name="pytestHetero", default=None)
+
+
+class _InputTop(msgspec.Struct, frozen=True, kw_only=True):
+    """An input attestation's ``digest`` as written (None when absent)."""
+
+    digest: object = None
+
+
+class _ExtensionTop(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``pytestHetero`` extension's fields :class:`VsaClaim` reads, as written (None when absent)."""
+
+    task_types: object = msgspec.field(name="taskTypes", default=None)
+    valid_until: object = msgspec.field(name="validUntil", default=None)
 
 
 @dataclass(frozen=True)
@@ -146,15 +191,25 @@ class VsaClaim:
     @classmethod
     def of(cls, line: Attestation) -> VsaClaim:
         """The claim of the VSA line ``line`` (its statement's predicate, untrusted JSON)."""
-        predicate = line.predicate
-        inputs = predicate.get("inputAttestations")
+        from pytest_hetero.bundle.attestation import WrittenDigest
+
+        # each shape's fields are any JSON value and only JSON objects are converted: converting cannot fail
+        predicate = msgspec.convert(line.predicate, _VsaPredicateTop)
+        inputs = predicate.input_attestations
         first = inputs[0] if isinstance(inputs, list) and inputs and isinstance(inputs[0], dict) else {}
-        named = first.get("digest")
-        ext = predicate.get("pytestHetero")
-        ext = ext if isinstance(ext, dict) else {}
-        return cls(named.get("sha256") if isinstance(named, dict) else None, predicate.get("resourceUri"),
-                   ext.get("taskTypes"), ext.get("validUntil"), predicate.get("verificationResult"),
-                   predicate.get("verifiedLevels"))
+        named = msgspec.convert(first, _InputTop).digest
+        ext = msgspec.convert(predicate.pytest_hetero if isinstance(predicate.pytest_hetero, dict) else {},
+                              _ExtensionTop)
+        return cls(msgspec.convert(named, WrittenDigest).sha256 if isinstance(named, dict) else None,
+                   predicate.resource_uri, ext.task_types, ext.valid_until, predicate.verification_result,
+                   predicate.verified_levels)
+
+
+class _ValidationTop(msgspec.Struct, frozen=True, kw_only=True):
+    """The signed predicate's ``validation`` section as :func:`check_vsas` reads it: ``pools`` as written (None
+    when absent)."""
+
+    pools: object = None
 
 
 def check_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None, predicate_validation: Any,
@@ -172,7 +227,9 @@ def check_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None, predi
     """
     from pytest_hetero.bundle.safeio import Unreadable, read_regular
 
-    pools = predicate_validation.get("pools") if isinstance(predicate_validation, dict) else None
+    # a JSON object always fits (its one field any JSON value): converting cannot fail
+    pools = msgspec.convert(predicate_validation, _ValidationTop).pools \
+        if isinstance(predicate_validation, dict) else None
     pools = [p for p in pools if isinstance(p, dict)] if isinstance(pools, list) else []
     try:
         data = read_regular(bundle_dir, VALIDATION, MAX_VSA_BYTES)
@@ -187,7 +244,7 @@ def check_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None, predi
     if not data.endswith(b"\n"):
         return [], ["edited: the last line has no newline, as every line is written: the file was truncated or edited"]
     digest = hashlib.sha256(statement_payload).hexdigest()
-    expected = {f"hetero-pool:{p.get('matrix')}/{p.get('pool')}": SignedPool.of(p) for p in pools}
+    expected = {signed.resource_uri: signed for signed in map(SignedPool.of, pools)}
     out: list[dict[str, Any]] = []
     problems: list[str] = []
     seen: set[str] = set()

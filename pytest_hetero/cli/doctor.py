@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from pytest_hetero.errors import HeteroError
 
 if TYPE_CHECKING:
@@ -91,6 +93,14 @@ def check_tool(name: str, what: str, fix: str, required: bool) -> Check:
     return Check(MISSING if required else INFO, what, f"{name} is not on PATH", fix)
 
 
+class _EngineInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """What the check reads of the Docker engine's ``GET /info`` answer (Docker Engine API, ``SystemInfo``): its
+    ``ServerVersion`` (``?`` when absent) and ``Runtimes`` (``{name: runtime}``), each as the engine wrote it."""
+
+    server_version: object = msgspec.field(name="ServerVersion", default="?")
+    runtimes: Any = msgspec.field(name="Runtimes", default=None)
+
+
 def check_docker(target: dict[str, Any], types: set[str]) -> list[Check]:
     """The engine answers; runtimes for gpu (nvidia) and npu (ascend) resources."""
     import docker
@@ -106,8 +116,9 @@ def check_docker(target: dict[str, Any], types: set[str]) -> list[Check]:
         return [Check(MISSING, what, f"no answer from {where}: {str(exc).splitlines()[0][:200]}",
                       "start dockerd (apt-get install docker.io; systemctl start docker), or point DOCKER_HOST / "
                       "target.docker_host at the engine; the user needs access to its socket")]
-    runtimes = sorted(info.get("Runtimes") or {})
-    out = [Check(OK, what, f"{info.get('ServerVersion', '?')}; runtimes: {', '.join(runtimes) or 'none'}")]
+    said = msgspec.convert(info, _EngineInfo)  # a JSON object always fits (each field any JSON value)
+    runtimes = sorted(said.runtimes or {})
+    out = [Check(OK, what, f"{said.server_version}; runtimes: {', '.join(runtimes) or 'none'}")]
     wanted = (("gpu", "nvidia", "NVIDIA container runtime",
                "install the NVIDIA Container Toolkit and run: nvidia-ctk runtime configure --runtime=docker; "
                "systemctl restart docker"),
