@@ -202,3 +202,81 @@ def test_a_pod_keeps_its_conditions_and_container_statuses_as_served() -> None:
     assert pod.served_container_statuses == _load(WAITING_STATUS)["containerStatuses"]
     fresh = parse_pod(_load(JUST_CREATED_POD))
     assert (fresh.served_conditions, fresh.served_container_statuses) == (None, None)
+
+
+ADMITTED_WORKLOAD = """{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+ "metadata": {"name": "job-p0-1a2b3", "namespace": "hetero", "creationTimestamp": "2026-12-04T02:00:00Z"},
+ "spec": {"queueName": "hetero-queue", "priority": 10,
+          "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "batch"}},
+ "status": {"conditions": [{"type": "QuotaReserved", "status": "True", "observedGeneration": 1,
+                            "lastTransitionTime": "2026-12-04T02:00:01Z", "reason": "QuotaReserved",
+                            "message": "Quota reserved in ClusterQueue cq"},
+                           {"type": "Admitted", "status": "True", "observedGeneration": 1,
+                            "lastTransitionTime": "2026-12-04T02:00:02Z", "reason": "Admitted",
+                            "message": "The workload is admitted"}],
+            "admission": {"clusterQueue": "cq", "podSetAssignments": [
+                {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "100m"}}]}}}"""
+
+
+def test_an_admitted_workload_keeps_its_conditions_as_served() -> None:
+    """A Workload is read once into its declared shape: the admission's queue and pod sets, the v1beta2 priority
+    class, and its conditions as served (every ``metav1.Condition`` field, ``observedGeneration`` too)."""
+    raw = _load(ADMITTED_WORKLOAD)
+    seen = parse_workload(raw)
+    assert (seen.cluster_queue, seen.priority, seen.priority_ref, seen.created) == (
+        "cq", 10, ("batch", "WorkloadPriorityClass"), "2026-12-04T02:00:00Z")
+    assert seen.served_conditions == raw["status"]["conditions"] and seen.holds("Admitted")
+    assert [s.fields() for s in seen.pod_sets] == [
+        {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "100m"}}]
+
+
+def test_a_workload_s_nulls_read_as_absent_and_a_misshapen_one_is_refused_by_path() -> None:
+    """null where Kueue leaves a field out reads as absent (as the field-by-field reads did: an empty
+    ``priorityClassRef`` is no reference, a null ``podSetAssignments`` no pod set); an admission without its
+    ``clusterQueue`` (required by Kueue's API: a KeyError before) or a count that is no number (passed through
+    before) is refused at the parse, a ValueError naming the field's path."""
+    import pytest
+
+    empty = parse_workload(_load('{"kind": "Workload", "metadata": {}, "spec": {"priorityClassRef": {}}, "status": null}'))
+    assert (empty.name, empty.priority_ref, empty.conditions, empty.served_conditions) == (None, None, (), None)
+    unset = _load(ADMITTED_WORKLOAD)
+    unset["spec"] = None
+    unset["status"]["admission"]["podSetAssignments"] = None
+    seen = parse_workload(unset)
+    assert (seen.queue_name, seen.cluster_queue, seen.pod_sets) == (None, "cq", ())
+    broken = _load(ADMITTED_WORKLOAD)
+    del broken["status"]["admission"]["clusterQueue"]
+    with pytest.raises(ValueError, match=r"`clusterQueue` - at `\$\.status\.admission`"):
+        parse_workload(broken)
+    odd = _load(ADMITTED_WORKLOAD)
+    odd["status"]["admission"]["podSetAssignments"][0]["count"] = "1"
+    with pytest.raises(ValueError, match=r"\$\.status\.admission\.podSetAssignments\[0\]\.count"):
+        parse_workload(odd)
+
+
+def test_a_queue_s_null_status_and_null_flavor_resources_read_as_empty() -> None:
+    """A queue without ``status`` (or a null one) reads as every counter absent; a flavor whose ``resources`` are
+    null (not ``omitempty`` in Kueue's API) counts nothing; a counter that is no number is refused by path."""
+    import pytest
+
+    from pytest_hetero.backends.kubernetes.accounts import _queue_account
+    from pytest_hetero.backends.kubernetes.queues import Queue
+
+    assert parse_queue({"kind": "ClusterQueue"}) == parse_queue(_load('{"status": null}')) == Queue()
+    raw = _load(NEW_LOCAL_QUEUE)
+    raw["status"]["flavorUsage"][0]["resources"] = None
+    assert _queue_account(raw)["usage"] == {}
+    raw["status"]["admittedWorkloads"] = "0"
+    with pytest.raises(ValueError, match=r"\$\.status\.admittedWorkloads"):
+        parse_queue(raw)
+
+
+def test_a_local_queue_reads_the_cluster_queue_it_leads_to() -> None:
+    """A LocalQueue's name and ``spec.clusterQueue`` (None without a spec, or a null one)."""
+    from pytest_hetero.backends.kubernetes.queues import parse_local_queue
+
+    queue = parse_local_queue(_load(NEW_LOCAL_QUEUE))
+    assert (queue.name, queue.cluster_queue) == ("hetero-queue", "cq")
+    bare = [parse_local_queue(_load(text)) for text in ('{"metadata": {"name": "q"}}',
+                                                        '{"metadata": {"name": "q"}, "spec": null}')]
+    assert [(q.name, q.cluster_queue) for q in bare] == [("q", None), ("q", None)]
