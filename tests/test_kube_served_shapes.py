@@ -280,3 +280,17 @@ def test_a_local_queue_reads_the_cluster_queue_it_leads_to() -> None:
     bare = [parse_local_queue(_load(text)) for text in ('{"metadata": {"name": "q"}}',
                                                         '{"metadata": {"name": "q"}, "spec": null}')]
     assert [(q.name, q.cluster_queue) for q in bare] == [("q", None), ("q", None)]
+
+
+def test_a_queue_object_keeps_its_conditions_as_served() -> None:
+    """``scheduling.pending`` keeps a PodGroup's or Workload's conditions as served (Volcano's ``transitionID``
+    too); one without status (Kueue has not seen it) has none."""
+    from pytest_hetero.backends.kubernetes.queues import parse_queue_object
+
+    cond = {"type": "Unschedulable", "status": "True", "transitionID": "5f3c", "reason": "NotEnoughResources",
+            "message": "1/1 tasks in gang unschedulable", "lastTransitionTime": "2026-12-04T02:00:01Z"}
+    group = parse_queue_object(_load(json.dumps({"kind": "PodGroup", "metadata": {"name": "pg"},
+                                                 "status": {"conditions": [cond]}})))
+    new = parse_queue_object(_load(NEW_WORKLOAD))
+    assert [(q.kind, q.metadata.name, q.conditions) for q in (group, new)] == [
+        ("PodGroup", "pg", [cond]), ("Workload", "job-p0-1a2b3", None)]

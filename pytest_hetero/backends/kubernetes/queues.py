@@ -25,6 +25,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     ConditionJSON,
     FlavorUsage,
     ObjectList,
+    QueueObject,
     ServedClusterQueue,
     ServedLocalQueue,
     ServedPodGroup,
@@ -328,6 +329,34 @@ def parse_local_queue(raw: ServedLocalQueue) -> LocalQueue:
     """A LocalQueue from its JSON, read once into its declared shape. ValueError (``msgspec.ValidationError``,
     naming the field's ``$.path``) without ``metadata.name``, or with a field not shaped as Kueue's API serves it."""
     return msgspec.convert(raw, LocalQueue)
+
+
+class _QueueObjectStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """A Workload's or PodGroup's ``status`` as far as its ``conditions``, kept as served (a PodGroup's carry
+    Volcano's ``transitionID`` too; never read field by field here; None where absent)."""
+
+    conditions: list[dict[str, object]] | None = None
+
+
+class QueueObjectSeen(msgspec.Struct, frozen=True, kw_only=True):
+    """A queue object (Kueue Workload, Volcano PodGroup) as ``scheduling.pending`` keeps it: its ``kind``,
+    ``metadata.name`` and ``status.conditions`` as served (:attr:`conditions`; None where absent)."""
+
+    kind: str
+    metadata: _Name
+    status: _QueueObjectStatus | None = None
+
+    @property
+    def conditions(self) -> list[dict[str, object]] | None:
+        """``status.conditions`` as served (None where the object has no status or no conditions)."""
+        return self.status.conditions if self.status else None
+
+
+def parse_queue_object(raw: QueueObject) -> QueueObjectSeen:
+    """A Workload or PodGroup as ``scheduling.pending`` keeps it, read once into its declared shape. ValueError
+    (``msgspec.ValidationError``, naming the field's ``$.path``) without ``kind`` or ``metadata.name`` (the API
+    serves both on every object), or with conditions that are no list of objects."""
+    return msgspec.convert(raw, QueueObjectSeen)
 
 
 def cluster_queue_seen(queue: Queue) -> ClusterQueueSeen:
