@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from pytest_hetero.backends.kubernetes.objects import (
     parse_event,
     parse_metadata,
@@ -235,8 +237,6 @@ def test_a_workload_s_nulls_read_as_absent_and_a_misshapen_one_is_refused_by_pat
     ``priorityClassRef`` is no reference, a null ``podSetAssignments`` no pod set); an admission without its
     ``clusterQueue`` (required by Kueue's API: a KeyError before) or a count that is no number (passed through
     before) is refused at the parse, a ValueError naming the field's path."""
-    import pytest
-
     empty = parse_workload(_load('{"kind": "Workload", "metadata": {}, "spec": {"priorityClassRef": {}}, "status": null}'))
     assert (empty.name, empty.priority_ref, empty.conditions, empty.served_conditions) == (None, None, (), None)
     unset = _load(ADMITTED_WORKLOAD)
@@ -257,8 +257,6 @@ def test_a_workload_s_nulls_read_as_absent_and_a_misshapen_one_is_refused_by_pat
 def test_a_queue_s_null_status_and_null_flavor_resources_read_as_empty() -> None:
     """A queue without ``status`` (or a null one) reads as every counter absent; a flavor whose ``resources`` are
     null (not ``omitempty`` in Kueue's API) counts nothing; a counter that is no number is refused by path."""
-    import pytest
-
     from pytest_hetero.backends.kubernetes.accounts import _queue_account
     from pytest_hetero.backends.kubernetes.queues import Queue
 
@@ -294,3 +292,35 @@ def test_a_queue_object_keeps_its_conditions_as_served() -> None:
     new = parse_queue_object(_load(NEW_WORKLOAD))
     assert [(q.kind, q.metadata.name, q.conditions) for q in (group, new)] == [
         ("PodGroup", "pg", [cond]), ("Workload", "job-p0-1a2b3", None)]
+
+
+def test_shapes_read_after_their_module_left_sys_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nested in-process pytest run (pytester's, as the realnode tests run the gate) drops the modules it imported
+    from ``sys.modules`` when it ends, while their package keeps the module object; msgspec resolves a shape's
+    postponed annotations through ``sys.modules`` on first use, so each module declaring shapes resolves them at
+    import (:func:`~pytest_hetero.backends.kubernetes.client.resolve_shapes`): a fresh copy of each, gone from
+    ``sys.modules`` before any shape of it was used, still reads its objects (it raised NameError)."""
+    import importlib
+    import sys
+
+    import pytest_hetero.backends.kubernetes as package
+
+    fresh = {}
+    for short in ("boundaries", "queues", "session", "snapshot", "managed"):
+        name = f"pytest_hetero.backends.kubernetes.{short}"
+        monkeypatch.setattr(package, short, importlib.import_module(name))
+        monkeypatch.delitem(sys.modules, name)
+        fresh[short] = importlib.import_module(name)
+        monkeypatch.delitem(sys.modules, name)
+    assert fresh["queues"].parse_workload(_load(ADMITTED_WORKLOAD)).cluster_queue == "cq"
+    assert fresh["queues"].parse_queue(_load(NEW_LOCAL_QUEUE)).admitted_workloads == 0
+    assert fresh["queues"].parse_local_queue(_load(NEW_LOCAL_QUEUE)).cluster_queue == "cq"
+    assert fresh["queues"].parse_queue_object(_load(NEW_WORKLOAD)).conditions is None
+    assert fresh["boundaries"].parse_policy({"metadata": {"namespace": "b", "name": "n"},
+                                             "spec": {"podSelector": {}}}).ref == "b/n"
+    assert fresh["boundaries"].parse_service({"metadata": {"name": "s"}, "spec": {}}).name == "s"
+    assert fresh["boundaries"].parse_claim({"metadata": {"name": "c"}, "spec": {"resources": {}},
+                                            "status": {}}).volume is None
+    assert fresh["session"].parse_target({"python": "python3.12"}).python == "python3.12"
+    assert fresh["snapshot"].parse_object({"metadata": {"name": "o"}}).metadata.name == "o"
+    assert fresh["managed"]._entry({"metadata": {"name": "o"}}, "nodes", "")["name"] == "o"

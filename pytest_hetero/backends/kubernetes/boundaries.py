@@ -721,3 +721,6 @@ def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
     return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, outcome,
                    message="" if synced_at is None else f"the kubelet used a pull Secret named {secret} in namespace "
                    f"{tenant.namespace} (no {PULL_EVENT} event)", waited_s=time.monotonic() - start, facts=facts)
+
+
+kc.resolve_shapes(Selector, _ServedPolicy, _ServedService, _ServedClaim)

@@ -13,6 +13,7 @@ import os
 import re
 from typing import Any, TypedDict
 
+import msgspec
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -48,6 +49,17 @@ def labels(run_id: str, owner: str, role: str, **keys: str) -> dict[str, str]:
     out = {RUN_ID: label_value(run_id), OWNER: owner, ROLE: role}
     out.update({LABEL + k: label_value(v) for k, v in keys.items()})
     return out
+
+
+def resolve_shapes(*shapes: type) -> None:
+    """Resolve the field types of the msgspec ``shapes`` (Structs, and every shape they hold) now; call it at the end
+    of a module that declares shapes, with those it converts. msgspec resolves postponed annotations (``from
+    __future__ import annotations``) on a shape's first use, through ``sys.modules[<its module>]``: a nested
+    in-process pytest run (pytester's) drops the modules it imported from ``sys.modules`` when it ends while their
+    package keeps the module object as an attribute, so a shape first used after that raised NameError. Building a
+    decoder resolves and keeps each shape's field types on the shape."""
+    for shape in shapes:
+        msgspec.json.Decoder(shape)
 
 
 def created_annotations() -> dict[str, str]:

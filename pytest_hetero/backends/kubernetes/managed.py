@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from kubernetes import client
 
+from pytest_hetero.backends.kubernetes.client import resolve_shapes
 from pytest_hetero.backends.kubernetes.manifests import Listed
 from pytest_hetero.backends.kubernetes.snapshot import Lister
 
@@ -81,3 +82,6 @@ def managed_objects(api: client.ApiClient, namespaces: list[str],
             continue
         objects += [entry for entry in items if resource != "configmaps" or keep_configmap(str(entry["name"]))]
     return objects, problems
+
+
+resolve_shapes(_Listed)

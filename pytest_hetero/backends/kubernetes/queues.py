@@ -364,3 +364,6 @@ def cluster_queue_seen(queue: Queue) -> ClusterQueueSeen:
     return {"flavorsReservation": queue.flavors_reservation, "flavorsUsage": queue.flavors_usage,
             "admittedWorkloads": queue.admitted_workloads, "pendingWorkloads": queue.pending_workloads,
             "reservingWorkloads": queue.reserving_workloads}
+
+
+kc.resolve_shapes(_ServedWorkload, _ServedQueue, LocalQueue, QueueObjectSeen)

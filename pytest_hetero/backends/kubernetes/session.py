@@ -235,3 +235,6 @@ class KubeSession:
             if self.node_feed is None:
                 self.node_feed = NodeReadiness(api).start()
             return self.node_feed
+
+
+kc.resolve_shapes(KubeTarget)

@@ -30,7 +30,7 @@ import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from pytest_hetero.backends.kubernetes.client import connect
+from pytest_hetero.backends.kubernetes.client import connect, resolve_shapes
 from pytest_hetero.backends.kubernetes.manifests import (
     ObjectList,
     ServedDaemonSet,
@@ -265,3 +265,6 @@ def snapshot_of_target(target: dict[str, Any], context: str | None, namespaces: 
     Raises ActionFailed for a bad target, ApiException for a failed list call."""
     api, namespace, _ = connect(target, context)
     return take_snapshot(api, [*namespaces, namespace])
+
+
+resolve_shapes(Object, _ServedDaemonSet)
