@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, TypedDict
+from typing import Any
 
 import msgspec
 import yaml
@@ -67,15 +67,14 @@ def created_annotations() -> dict[str, str]:
     return {CREATED_AT: utc_stamp()}
 
 
-class ContextSettings(TypedDict, total=False):
-    """A kubeconfig context's settings (``contexts[].context``): ``cluster``, ``user`` and its ``namespace``."""
+class ContextSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """A kubeconfig context's settings (``contexts[].context``) as far as the gate reads them: its ``namespace``
+    (None where absent: ``default``)."""
 
-    cluster: str
-    user: str
-    namespace: str
+    namespace: str | None = None
 
 
-class NamedContext(TypedDict):
+class NamedContext(msgspec.Struct, frozen=True, kw_only=True):
     """A ``contexts[]`` entry of a kubeconfig: its ``name`` and ``context`` (both required: the official client
     refuses a kubeconfig whose context it loads without them)."""
 
@@ -95,10 +94,10 @@ def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClie
             cfg = client.Configuration()
             config.load_kube_config(config_file=path, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
             contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
-            chosen: NamedContext | None = next((c for c in contexts if c["name"] == context), active) \
-                if context else active
-            namespace = str((chosen["context"].get("namespace") if chosen else None) or "default")
-            name = str(chosen["name"] if chosen else "")
+            found: Any = next((c for c in contexts if c["name"] == context), active) if context else active
+            chosen = None if found is None else msgspec.convert(found, NamedContext)
+            namespace = (chosen.context.namespace if chosen else None) or "default"
+            name = chosen.name if chosen else ""
         else:
             cfg = client.Configuration()
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
@@ -247,3 +246,6 @@ def status_message(exc: ApiException) -> str:
     """The ``message`` of an API Status body, else the raw body or reason."""
     status = parse_status(exc.body)
     return str(status.message or exc.reason) if status is not None else str(exc.body or exc.reason)
+
+
+resolve_shapes(NamedContext)
