@@ -142,6 +142,45 @@ def test_a_policy_that_admits_every_peer_isolates_nothing() -> None:
     assert opening([pol("all-out", {"podSelector": {}, "egress": [{}]})], labels, "Egress") == ["team-b/all-out"]
 
 
+def test_a_policy_read_once_into_its_declared_shape() -> None:
+    """The NetworkPolicy, Service and claim parsers read the JSON once into declared shapes: null where the API
+    omits a field reads as absent (as the field-by-field reads did); a field of the wrong type, or one the
+    apiserver always serves missing, is refused at the parse as a ValueError naming its path (before, a wrong
+    ``endPort`` passed through and raised ValueError from ``int()`` when a port was compared, with no field
+    named; a missing ``podSelector`` raised a bare KeyError)."""
+    import msgspec
+
+    from pytest_hetero.backends.kubernetes.boundaries import parse_claim, parse_service
+
+    nulls: Any = {"metadata": {"namespace": "team-b", "name": "n"},
+                  "spec": {"podSelector": {"matchLabels": None, "matchExpressions": [
+                      {"key": "tier", "operator": "DoesNotExist", "values": None}]},
+                      "policyTypes": None, "ingress": [{"from": None, "ports": [{"port": 80, "endPort": None}]}],
+                      "egress": None}}
+    pol = parse_policy(nulls)
+    assert (pol.ref, pol.types) == ("team-b/n", ("Ingress",))
+    assert opening([pol], {"app": "x"}, "Ingress", 80) == ["team-b/n"] and opening([pol], {}, "Ingress", 81) == []
+    no_labels: Any = {"matchLabels": None}
+    assert selects(parse_selector(no_labels), {"a": "b"})
+    bad: Any = {"metadata": {"namespace": "team-b", "name": "n"},
+                "spec": {"podSelector": {}, "ingress": [{"ports": [{"port": 80, "endPort": "90"}]}]}}
+    with pytest.raises(ValueError, match=r"\$\.spec\.ingress\[0\]\.ports\[0\]\.endPort") as info:
+        parse_policy(bad)
+    assert isinstance(info.value, msgspec.ValidationError)
+    no_selector: Any = {"metadata": {"namespace": "team-b", "name": "n"}, "spec": {}}
+    with pytest.raises(ValueError, match=r"`podSelector` - at `\$\.spec`"):
+        parse_policy(no_selector)
+    svc: Any = {"metadata": {"name": "model"}, "spec": {"clusterIP": "None", "ports": None}}
+    assert (parse_service(svc).name, parse_service(svc).cluster_ip, parse_service(svc).ports) == ("model", "None", [])
+    claim: Any = {"metadata": {"name": "c"}, "spec": {"volumeName": "pv-1", "accessModes": None,
+                                                      "resources": {"requests": None}}, "status": {}}
+    seen = parse_claim(claim)
+    assert (seen.volume, seen.access_modes, seen.storage_class, seen.requests, seen.phase) == ("pv-1", [], None, {}, None)
+    no_resources: Any = {**claim, "spec": {"volumeName": "pv-1"}}
+    with pytest.raises(ValueError, match=r"`resources` - at `\$\.spec`"):
+        parse_claim(no_resources)
+
+
 class _Recorder:
     """The one part of a LayerContext the boundary verdicts use: ``record`` and ``write`` (a record through its
     Kind)."""

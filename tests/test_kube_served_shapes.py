@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from pytest_hetero.backends.kubernetes.objects import (
     parse_event,
     parse_metadata,
@@ -219,3 +221,123 @@ def test_an_object_that_does_not_fit_its_served_shape_is_refused_naming_the_fiel
     del node["metadata"]["name"]
     with pytest.raises(ValueError, match=r"missing required field `name` - at `\$\.metadata`"):
         parse_node(node)
+
+
+ADMITTED_WORKLOAD = """{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+ "metadata": {"name": "job-p0-1a2b3", "namespace": "hetero", "creationTimestamp": "2026-12-04T02:00:00Z"},
+ "spec": {"queueName": "hetero-queue", "priority": 10,
+          "priorityClassRef": {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "batch"}},
+ "status": {"conditions": [{"type": "QuotaReserved", "status": "True", "observedGeneration": 1,
+                            "lastTransitionTime": "2026-12-04T02:00:01Z", "reason": "QuotaReserved",
+                            "message": "Quota reserved in ClusterQueue cq"},
+                           {"type": "Admitted", "status": "True", "observedGeneration": 1,
+                            "lastTransitionTime": "2026-12-04T02:00:02Z", "reason": "Admitted",
+                            "message": "The workload is admitted"}],
+            "admission": {"clusterQueue": "cq", "podSetAssignments": [
+                {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "100m"}}]}}}"""
+
+
+def test_an_admitted_workload_keeps_its_conditions_as_served() -> None:
+    """A Workload is read once into its declared shape: the admission's queue and pod sets, the v1beta2 priority
+    class, and its conditions as served (every ``metav1.Condition`` field, ``observedGeneration`` too)."""
+    raw = _load(ADMITTED_WORKLOAD)
+    seen = parse_workload(raw)
+    assert (seen.cluster_queue, seen.priority, seen.priority_ref, seen.created) == (
+        "cq", 10, ("batch", "WorkloadPriorityClass"), "2026-12-04T02:00:00Z")
+    assert seen.served_conditions == raw["status"]["conditions"] and seen.holds("Admitted")
+    assert [s.fields() for s in seen.pod_sets] == [
+        {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "100m"}}]
+
+
+def test_a_workload_s_nulls_read_as_absent_and_a_misshapen_one_is_refused_by_path() -> None:
+    """null where Kueue leaves a field out reads as absent (as the field-by-field reads did: an empty
+    ``priorityClassRef`` is no reference, a null ``podSetAssignments`` no pod set); an admission without its
+    ``clusterQueue`` (required by Kueue's API: a KeyError before) or a count that is no number (passed through
+    before) is refused at the parse, a ValueError naming the field's path."""
+    empty = parse_workload(_load('{"kind": "Workload", "metadata": {}, "spec": {"priorityClassRef": {}}, "status": null}'))
+    assert (empty.name, empty.priority_ref, empty.conditions, empty.served_conditions) == (None, None, (), None)
+    unset = _load(ADMITTED_WORKLOAD)
+    unset["spec"] = None
+    unset["status"]["admission"]["podSetAssignments"] = None
+    seen = parse_workload(unset)
+    assert (seen.queue_name, seen.cluster_queue, seen.pod_sets) == (None, "cq", ())
+    broken = _load(ADMITTED_WORKLOAD)
+    del broken["status"]["admission"]["clusterQueue"]
+    with pytest.raises(ValueError, match=r"`clusterQueue` - at `\$\.status\.admission`"):
+        parse_workload(broken)
+    odd = _load(ADMITTED_WORKLOAD)
+    odd["status"]["admission"]["podSetAssignments"][0]["count"] = "1"
+    with pytest.raises(ValueError, match=r"\$\.status\.admission\.podSetAssignments\[0\]\.count"):
+        parse_workload(odd)
+
+
+def test_a_queue_s_null_status_and_null_flavor_resources_read_as_empty() -> None:
+    """A queue without ``status`` (or a null one) reads as every counter absent; a flavor whose ``resources`` are
+    null (not ``omitempty`` in Kueue's API) counts nothing; a counter that is no number is refused by path."""
+    from pytest_hetero.backends.kubernetes.accounts import _queue_account
+    from pytest_hetero.backends.kubernetes.queues import Queue
+
+    assert parse_queue({"kind": "ClusterQueue"}) == parse_queue(_load('{"status": null}')) == Queue()
+    raw = _load(NEW_LOCAL_QUEUE)
+    raw["status"]["flavorUsage"][0]["resources"] = None
+    assert _queue_account(raw)["usage"] == {}
+    raw["status"]["admittedWorkloads"] = "0"
+    with pytest.raises(ValueError, match=r"\$\.status\.admittedWorkloads"):
+        parse_queue(raw)
+
+
+def test_a_local_queue_reads_the_cluster_queue_it_leads_to() -> None:
+    """A LocalQueue's name and ``spec.clusterQueue`` (None without a spec, or a null one)."""
+    from pytest_hetero.backends.kubernetes.queues import parse_local_queue
+
+    queue = parse_local_queue(_load(NEW_LOCAL_QUEUE))
+    assert (queue.name, queue.cluster_queue) == ("hetero-queue", "cq")
+    bare = [parse_local_queue(_load(text)) for text in ('{"metadata": {"name": "q"}}',
+                                                        '{"metadata": {"name": "q"}, "spec": null}')]
+    assert [(q.name, q.cluster_queue) for q in bare] == [("q", None), ("q", None)]
+
+
+def test_a_queue_object_keeps_its_conditions_as_served() -> None:
+    """``scheduling.pending`` keeps a PodGroup's or Workload's conditions as served (Volcano's ``transitionID``
+    too); one without status (Kueue has not seen it) has none."""
+    from pytest_hetero.backends.kubernetes.queues import parse_queue_object
+
+    cond = {"type": "Unschedulable", "status": "True", "transitionID": "5f3c", "reason": "NotEnoughResources",
+            "message": "1/1 tasks in gang unschedulable", "lastTransitionTime": "2026-12-04T02:00:01Z"}
+    group = parse_queue_object(_load(json.dumps({"kind": "PodGroup", "metadata": {"name": "pg"},
+                                                 "status": {"conditions": [cond]}})))
+    new = parse_queue_object(_load(NEW_WORKLOAD))
+    assert [(q.kind, q.metadata.name, q.conditions) for q in (group, new)] == [
+        ("PodGroup", "pg", [cond]), ("Workload", "job-p0-1a2b3", None)]
+
+
+def test_shapes_read_after_their_module_left_sys_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nested in-process pytest run (pytester's, as the realnode tests run the gate) drops the modules it imported
+    from ``sys.modules`` when it ends, while their package keeps the module object; msgspec resolves a shape's
+    postponed annotations through ``sys.modules`` on first use, so each module declaring shapes resolves them at
+    import (:func:`~pytest_hetero.backends.kubernetes.client.resolve_shapes`): a fresh copy of each, gone from
+    ``sys.modules`` before any shape of it was used, still reads its objects (it raised NameError)."""
+    import importlib
+    import sys
+
+    import pytest_hetero.backends.kubernetes as package
+
+    fresh = {}
+    for short in ("boundaries", "queues", "session", "snapshot", "managed"):
+        name = f"pytest_hetero.backends.kubernetes.{short}"
+        monkeypatch.setattr(package, short, importlib.import_module(name))
+        monkeypatch.delitem(sys.modules, name)
+        fresh[short] = importlib.import_module(name)
+        monkeypatch.delitem(sys.modules, name)
+    assert fresh["queues"].parse_workload(_load(ADMITTED_WORKLOAD)).cluster_queue == "cq"
+    assert fresh["queues"].parse_queue(_load(NEW_LOCAL_QUEUE)).admitted_workloads == 0
+    assert fresh["queues"].parse_local_queue(_load(NEW_LOCAL_QUEUE)).cluster_queue == "cq"
+    assert fresh["queues"].parse_queue_object(_load(NEW_WORKLOAD)).conditions is None
+    assert fresh["boundaries"].parse_policy({"metadata": {"namespace": "b", "name": "n"},
+                                             "spec": {"podSelector": {}}}).ref == "b/n"
+    assert fresh["boundaries"].parse_service({"metadata": {"name": "s"}, "spec": {}}).name == "s"
+    assert fresh["boundaries"].parse_claim({"metadata": {"name": "c"}, "spec": {"resources": {}},
+                                            "status": {}}).volume is None
+    assert fresh["session"].parse_target({"python": "python3.12"}).python == "python3.12"
+    assert fresh["snapshot"].parse_object({"metadata": {"name": "o"}}).metadata.name == "o"
+    assert fresh["managed"]._entry({"metadata": {"name": "o"}}, "nodes", "")["name"] == "o"

@@ -118,6 +118,10 @@ def test_a_briefly_unreachable_apiserver_is_reached_once_it_listens(tmp_path: Pa
     (": : :\n", "not a kubeconfig (ParserError: while parsing a block mapping)"),
     ("- a\n", "not a kubeconfig (TypeError: list indices must be integers or slices, not str)"),
     ('{"clusters": 5}\n', "not a kubeconfig (TypeError: 'int' object is not iterable)"),
+    # a namespace that is no string (kubectl refuses it too): was taken as the namespace "5"
+    ("clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
+     "contexts: [{name: x, context: {cluster: c, user: u, namespace: 5}}]\ncurrent-context: x\n",
+     "not a kubeconfig (ValidationError: Expected `str | null`, got `int` - at `$.context.namespace`)"),
 ])
 def test_kubeconfig_that_is_not_one_is_a_bad_target(tmp_path: Path, text: str, why: str) -> None:
     from pytest_hetero.backends.protocol import ActionFailed

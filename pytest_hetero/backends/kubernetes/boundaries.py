@@ -35,8 +35,9 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
+import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -46,18 +47,15 @@ from pytest_hetero.backends.kubernetes import tenancy
 from pytest_hetero.backends.kubernetes.manifests import (
     ClaimList,
     ClaimManifest,
-    ClaimSpec,
     EndpointSliceList,
     LabelSelectorJSON,
     NetworkPolicyList,
-    NetworkPolicySpec,
     PodList,
     PodManifest,
-    PolicyRuleJSON,
+    PortJSON,
     ServedClaim,
     ServedNetworkPolicy,
     ServedService,
-    ServedServiceSpec,
     ServiceList,
     Volume,
 )
@@ -134,50 +132,79 @@ def _json(call: Any, *args: Any, **kwargs: Any) -> Any:
 
 # ------------------------------------------------------------------------------------------- network --
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(msgspec.Struct, frozen=True, kw_only=True):
     """One ``matchExpressions[]`` entry of a LabelSelector: ``key``, ``operator`` (In, NotIn, Exists,
-    DoesNotExist; None when absent), ``values``."""
+    DoesNotExist; both required by the API), ``values`` (None when absent)."""
 
-    key: str | None
-    operator: str | None
-    values: tuple[str, ...]
+    key: str
+    operator: str
+    values: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True)
-class Selector:
-    """A LabelSelector (``matchLabels``, ``matchExpressions``); both empty selects everything."""
+class Selector(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A LabelSelector (``matchLabels``, ``matchExpressions``; None where absent); both empty selects
+    everything."""
 
-    match_labels: dict[str, str]
-    match_expressions: tuple[Requirement, ...]
+    match_labels: dict[str, str] | None = None
+    match_expressions: tuple[Requirement, ...] | None = None
 
 
 def parse_selector(raw: LabelSelectorJSON | None) -> Selector:
-    """A LabelSelector from its JSON (None or {}: the empty selector)."""
-    raw = raw or {}
-    return Selector(match_labels=dict(raw.get("matchLabels") or {}),
-                    match_expressions=tuple(Requirement(key=e["key"], operator=e["operator"],
-                                                        values=tuple(e.get("values") or []))
-                                            for e in raw.get("matchExpressions") or []))
+    """A LabelSelector from its JSON (None or {}: the empty selector). ValueError
+    (``msgspec.ValidationError``, naming the field's ``$.path``) when it is not shaped as the API serves it."""
+    return msgspec.convert(raw or {}, Selector)
 
 
-@dataclass(frozen=True)
-class PolicyPort:
+class PolicyPort(msgspec.Struct, frozen=True, kw_only=True, rename={"end_port": "endPort"}):
     """One ``ports[]`` entry of a NetworkPolicy rule: ``protocol`` (``TCP`` when absent), ``port`` (a number,
-    a named port, or None: every port), ``end_port`` (``endPort``: the range's end, None when absent or 0)."""
+    a named port, or None: every port), ``end_port`` (``endPort``: the range's end, None or 0 when absent)."""
 
-    protocol: str | None
-    port: int | str | None
-    end_port: int | None
+    protocol: str | None = "TCP"
+    port: int | str | None = None
+    end_port: int | None = None
 
 
-@dataclass(frozen=True)
-class PolicyRule:
-    """One ``ingress[]``/``egress[]`` rule: ``peers`` (it names peers: ``from``/``to`` not empty) and its
-    ``ports`` (empty: every port)."""
+class IngressRule(msgspec.Struct, frozen=True, kw_only=True, rename={"peers": "from"}):
+    """One ``ingress[]`` rule: its ``peers`` (``from``; a rule with peers admits only them, never read field by
+    field) and its ``ports`` (None or empty: every port)."""
 
-    peers: bool
-    ports: tuple[PolicyPort, ...]
+    peers: tuple[dict[str, object], ...] | None = None
+    ports: tuple[PolicyPort, ...] | None = None
+
+
+class EgressRule(msgspec.Struct, frozen=True, kw_only=True, rename={"peers": "to"}):
+    """One ``egress[]`` rule: its ``peers`` (``to``) and its ``ports``, as :class:`IngressRule`."""
+
+    peers: tuple[dict[str, object], ...] | None = None
+    ports: tuple[PolicyPort, ...] | None = None
+
+
+PolicyRule = IngressRule | EgressRule
+"""One ``ingress[]``/``egress[]`` rule of a NetworkPolicy."""
+
+
+class _PolicySpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A NetworkPolicy's ``spec`` as served: ``podSelector`` (always served; null read as ``{}``),
+    ``policyTypes``, ``ingress`` and ``egress`` rules (None where absent)."""
+
+    pod_selector: Selector | None
+    policy_types: tuple[str, ...] | None = None
+    ingress: tuple[IngressRule, ...] | None = None
+    egress: tuple[EgressRule, ...] | None = None
+
+
+class _Named(msgspec.Struct, frozen=True, kw_only=True):
+    """A namespaced object's ``metadata`` as far as its reference goes (both always set by the apiserver)."""
+
+    name: str
+    namespace: str
+
+
+class _ServedPolicy(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``networking.k8s.io/v1`` NetworkPolicy as served (``metadata`` and ``spec`` always)."""
+
+    metadata: _Named
+    spec: _PolicySpec
 
 
 @dataclass(frozen=True)
@@ -189,41 +216,35 @@ class NetworkPolicy:
     ref: str
     types: tuple[str, ...]
     selector: Selector
-    ingress: tuple[PolicyRule, ...]
-    egress: tuple[PolicyRule, ...]
-
-
-def _rule(raw: PolicyRuleJSON | None, peers: Literal["from", "to"]) -> PolicyRule:
-    raw = raw or {}
-    return PolicyRule(peers=bool(raw.get(peers)), ports=tuple(
-        PolicyPort(protocol=p.get("protocol", "TCP"), port=p.get("port"), end_port=p.get("endPort") or None)
-        for p in raw.get("ports") or []))
+    ingress: tuple[IngressRule, ...]
+    egress: tuple[EgressRule, ...]
 
 
 def parse_policy(raw: ServedNetworkPolicy) -> NetworkPolicy:
-    """A NetworkPolicy from its JSON (see :class:`NetworkPolicy`); KeyError without ``metadata.namespace``
-    or ``metadata.name`` (the apiserver always sets both)."""
-    spec: NetworkPolicySpec = raw["spec"]
-    types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
-    return NetworkPolicy(ref=f"{raw['metadata']['namespace']}/{raw['metadata']['name']}", types=tuple(types),
-                         selector=parse_selector(spec["podSelector"]),
-                         ingress=tuple(_rule(r, "from") for r in spec.get("ingress") or []),
-                         egress=tuple(_rule(r, "to") for r in spec.get("egress") or []))
+    """A NetworkPolicy from its JSON (see :class:`NetworkPolicy`). ValueError (``msgspec.ValidationError``,
+    naming the field's ``$.path``) without ``metadata.namespace``, ``metadata.name`` or ``spec.podSelector``
+    (the apiserver always serves them), or with a field not shaped as the API serves it."""
+    served = msgspec.convert(raw, _ServedPolicy)
+    spec = served.spec
+    egress = spec.egress or ()
+    return NetworkPolicy(ref=f"{served.metadata.namespace}/{served.metadata.name}",
+                         types=spec.policy_types or ("Ingress", *(("Egress",) if egress else ())),
+                         selector=spec.pod_selector or Selector(), ingress=spec.ingress or (), egress=egress)
 
 
 def selects(selector: Selector, labels: dict[str, str]) -> bool:
     """True when the LabelSelector ``selector`` (``matchLabels``, ``matchExpressions`` with In, NotIn,
     Exists, DoesNotExist; the empty selector selects everything) matches ``labels``."""
-    if any(labels.get(k) != v for k, v in selector.match_labels.items()):
+    if any(labels.get(k) != v for k, v in (selector.match_labels or {}).items()):
         return False
-    for expr in selector.match_expressions:
-        key, op, values = expr.key, expr.operator, expr.values
-        present = key in labels
-        ok = {"In": present and labels.get(str(key)) in values,
-              "NotIn": not present or labels.get(str(key)) not in values,
-              "Exists": present, "DoesNotExist": not present}.get(str(op), False)
-        if not ok:
-            return False
+    for expr in selector.match_expressions or ():
+        present = expr.key in labels
+        if expr.operator in ("In", "NotIn"):
+            ok = present and labels[expr.key] in (expr.values or ())
+            if not (ok if expr.operator == "In" else not ok):
+                return False
+        elif expr.operator not in ("Exists", "DoesNotExist") or present != (expr.operator == "Exists"):
+            return False  # an operator the API does not know selects nothing
     return True
 
 
@@ -297,10 +318,32 @@ class Service:
     ports: list[SlicePort]
 
 
+class _Name(msgspec.Struct, frozen=True, kw_only=True):
+    """An object's ``metadata`` as far as its ``name`` goes (always set by the apiserver)."""
+
+    name: str
+
+
+class _ServiceSpec(msgspec.Struct, frozen=True, kw_only=True, rename={"cluster_ip": "clusterIP"}):
+    """A served Service's ``spec``: ``clusterIP`` (``None`` text for a headless one) and ``ports`` (None where
+    absent)."""
+
+    cluster_ip: str | None = None
+    ports: list[PortJSON] | None = None
+
+
+class _ServedService(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``core/v1`` Service as served (``metadata`` with its name, and ``spec``, always served)."""
+
+    metadata: _Name
+    spec: _ServiceSpec
+
+
 def parse_service(raw: ServedService) -> Service:
-    """A Service from its JSON; KeyError without ``metadata.name``."""
-    spec: ServedServiceSpec = raw["spec"]
-    return Service(name=raw["metadata"]["name"], cluster_ip=spec.get("clusterIP"), ports=parse_ports(spec.get("ports")))
+    """A Service from its JSON. ValueError (``msgspec.ValidationError``, naming the field's ``$.path``) without
+    ``metadata.name`` or ``spec``, or with a field not shaped as the API serves it."""
+    served = msgspec.convert(raw, _ServedService)
+    return Service(name=served.metadata.name, cluster_ip=served.spec.cluster_ip, ports=parse_ports(served.spec.ports))
 
 
 def _targets(run: _Probe, target: Tenant) -> tuple[list[Target], list[Attempt]]:
@@ -531,13 +574,44 @@ class Claim:
     phase: str | None
 
 
+class _ClaimResources(msgspec.Struct, frozen=True, kw_only=True):
+    """A claim's ``spec.resources``: its ``requests`` (resource → quantity; None where absent)."""
+
+    requests: dict[str, str] | None = None
+
+
+class _ClaimSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A served claim's ``spec``: ``volumeName``, ``accessModes``, ``storageClassName`` (None where absent) and
+    ``resources`` (always: the gate writes it, the apiserver serves it)."""
+
+    volume_name: str | None = None
+    access_modes: list[str] | None = None
+    storage_class_name: str | None = None
+    resources: _ClaimResources
+
+
+class _ClaimStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """A served claim's ``status``: its ``phase`` (None where absent)."""
+
+    phase: str | None = None
+
+
+class _ServedClaim(msgspec.Struct, frozen=True, kw_only=True):
+    """A PersistentVolumeClaim as served (``spec`` and ``status`` always served)."""
+
+    spec: _ClaimSpec
+    status: _ClaimStatus
+
+
 def parse_claim(raw: ServedClaim) -> Claim:
-    """A PersistentVolumeClaim from its JSON."""
-    spec: ClaimSpec = raw["spec"]
-    return Claim(volume=spec.get("volumeName"), access_modes=list(spec.get("accessModes") or []),
-                 storage_class=spec.get("storageClassName"),
-                 requests=dict(spec["resources"].get("requests") or {}),
-                 phase=raw["status"].get("phase"))
+    """A PersistentVolumeClaim from its JSON. ValueError (``msgspec.ValidationError``, naming the field's
+    ``$.path``) without ``spec``, ``spec.resources`` or ``status``, or with a field not shaped as the API serves
+    it."""
+    served = msgspec.convert(raw, _ServedClaim)
+    spec = served.spec
+    return Claim(volume=spec.volume_name, access_modes=list(spec.access_modes or []),
+                 storage_class=spec.storage_class_name, requests=dict(spec.resources.requests or {}),
+                 phase=served.status.phase)
 
 
 def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
@@ -647,3 +721,6 @@ def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
     return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, outcome,
                    message="" if synced_at is None else f"the kubelet used a pull Secret named {secret} in namespace "
                    f"{tenant.namespace} (no {PULL_EVENT} event)", waited_s=time.monotonic() - start, facts=facts)
+
+
+kc.resolve_shapes(Selector, _ServedPolicy, _ServedService, _ServedClaim)

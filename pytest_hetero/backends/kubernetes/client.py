@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, TypedDict
+from typing import Any
 
+import msgspec
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -50,20 +51,30 @@ def labels(run_id: str, owner: str, role: str, **keys: str) -> dict[str, str]:
     return out
 
 
+def resolve_shapes(*shapes: type) -> None:
+    """Resolve the field types of the msgspec ``shapes`` (Structs, and every shape they hold) now; call it at the end
+    of a module that declares shapes, with those it converts. msgspec resolves postponed annotations (``from
+    __future__ import annotations``) on a shape's first use, through ``sys.modules[<its module>]``: a nested
+    in-process pytest run (pytester's) drops the modules it imported from ``sys.modules`` when it ends while their
+    package keeps the module object as an attribute, so a shape first used after that raised NameError. Building a
+    decoder resolves and keeps each shape's field types on the shape."""
+    for shape in shapes:
+        msgspec.json.Decoder(shape)
+
+
 def created_annotations() -> dict[str, str]:
     """Annotations of a created object: ``pytest-hetero.created-at`` (UTC, ``YYYY-mm-ddTHH:MM:SSZ``)."""
     return {CREATED_AT: utc_stamp()}
 
 
-class ContextSettings(TypedDict, total=False):
-    """A kubeconfig context's settings (``contexts[].context``): ``cluster``, ``user`` and its ``namespace``."""
+class ContextSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """A kubeconfig context's settings (``contexts[].context``) as far as the gate reads them: its ``namespace``
+    (None where absent: ``default``)."""
 
-    cluster: str
-    user: str
-    namespace: str
+    namespace: str | None = None
 
 
-class NamedContext(TypedDict):
+class NamedContext(msgspec.Struct, frozen=True, kw_only=True):
     """A ``contexts[]`` entry of a kubeconfig: its ``name`` and ``context`` (both required: the official client
     refuses a kubeconfig whose context it loads without them)."""
 
@@ -83,10 +94,10 @@ def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClie
             cfg = client.Configuration()
             config.load_kube_config(config_file=path, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
             contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
-            chosen: NamedContext | None = next((c for c in contexts if c["name"] == context), active) \
-                if context else active
-            namespace = str((chosen["context"].get("namespace") if chosen else None) or "default")
-            name = str(chosen["name"] if chosen else "")
+            found: Any = next((c for c in contexts if c["name"] == context), active) if context else active
+            chosen = None if found is None else msgspec.convert(found, NamedContext)
+            namespace = (chosen.context.namespace if chosen else None) or "default"
+            name = chosen.name if chosen else ""
         else:
             cfg = client.Configuration()
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
@@ -235,3 +246,6 @@ def status_message(exc: ApiException) -> str:
     """The ``message`` of an API Status body, else the raw body or reason."""
     status = parse_status(exc.body)
     return str(status.message or exc.reason) if status is not None else str(exc.body or exc.reason)
+
+
+resolve_shapes(NamedContext)

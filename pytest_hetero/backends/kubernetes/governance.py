@@ -328,9 +328,9 @@ def _through_target_cluster_queue(run: _Probe, tenant: Tenant, target: Tenant) -
         run.attempts.append(Attempt("submit-via-target-cluster-queue", f"list LocalQueues in {tenant.namespace}",
                                     run.identity.subject, "not-attempted", message=error))
         return
-    for lq in found:
-        if (lq.get("spec") or {}).get("clusterQueue") == target.cluster_queue:
-            via = dataclasses.replace(run.step.resource, queue=lq["metadata"]["name"])
+    for lq in map(queues.parse_local_queue, found):
+        if lq.cluster_queue == target.cluster_queue:
+            via = dataclasses.replace(run.step.resource, queue=lq.name)
             run.attempts.append(run.submit("submit-via-target-cluster-queue",
                                            run.body("target-cq", tenant.namespace, via, "kueue-job")))
 

@@ -20,10 +20,11 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
+import msgspec
 from kubernetes import client
 
-from pytest_hetero.backends.kubernetes.manifests import Listed, ObjectMeta
-from pytest_hetero.backends.kubernetes.objects import parse_metadata
+from pytest_hetero.backends.kubernetes.client import resolve_shapes
+from pytest_hetero.backends.kubernetes.manifests import Listed
 from pytest_hetero.backends.kubernetes.snapshot import Lister
 
 if TYPE_CHECKING:
@@ -38,10 +39,28 @@ _KINDS: tuple[tuple[str, str, list[str]], ...] = (
 )
 
 
+class _Meta(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A listed object's ``metadata`` as far as its field ownership goes: ``name`` (always served), ``namespace``
+    (None for a cluster-scoped object) and the ``managedFields`` entries, kept as served (None where absent)."""
+
+    name: str
+    namespace: str | None = None
+    managed_fields: list[dict[str, object]] | None = None
+
+
+class _Listed(msgspec.Struct, frozen=True, kw_only=True):
+    """Any listed object, as far as its ``metadata`` (always served)."""
+
+    metadata: _Meta
+
+
 def _entry(item: Listed, resource: str, group: str) -> ManagedObject:
-    meta: ObjectMeta = item["metadata"]
-    return {"resource": resource, "apiGroup": group, "namespace": parse_metadata(meta).namespace, "name": meta["name"],
-            "managedFields": list(meta.get("managedFields") or [])}
+    """The :class:`~pytest_hetero.status.audit.ManagedObject` of a listed item, read once into its declared shape.
+    ValueError (``msgspec.ValidationError``, naming the field's ``$.path``) without ``metadata.name``, or with
+    ``managedFields`` that are no list of objects."""
+    meta = msgspec.convert(item, _Listed).metadata
+    return {"resource": resource, "apiGroup": group, "namespace": meta.namespace, "name": meta.name,
+            "managedFields": list(meta.managed_fields or [])}
 
 
 def managed_objects(api: client.ApiClient, namespaces: list[str],
@@ -63,3 +82,6 @@ def managed_objects(api: client.ApiClient, namespaces: list[str],
             continue
         objects += [entry for entry in items if resource != "configmaps" or keep_configmap(str(entry["name"]))]
     return objects, problems
+
+
+resolve_shapes(_Listed)

@@ -428,7 +428,9 @@ Serving = SecretManifest | DeploymentManifest | ServiceManifest
 
 class ConditionJSON(TypedDict, total=False):
     """A ``status.conditions[]`` entry of a Pod or Node (or a Kueue Workload, a Volcano PodGroup) as served:
-    ``type`` and ``status`` always, the rest when set."""
+    ``type`` and ``status`` always, the rest when set (``observedGeneration``: a ``metav1.Condition``'s, as a
+    Workload's; with it every field of ``metav1.Condition`` is declared, so a Workload's conditions read into
+    this shape keep all they were served with)."""
 
     type: Required[str]
     status: Required[str]
@@ -436,6 +438,7 @@ class ConditionJSON(TypedDict, total=False):
     message: str
     lastTransitionTime: str
     lastHeartbeatTime: str
+    observedGeneration: int
 
 
 class WaitingState(TypedDict, total=False):
@@ -666,10 +669,11 @@ class FlavorResourceUsage(TypedDict, total=False):
 
 class FlavorUsage(TypedDict):
     """A ``flavorsUsage[]``/``flavorsReservation[]`` entry of a queue's status: the flavor ``name`` and its
-    ``resources`` (both required by Kueue's API)."""
+    ``resources`` (both required by Kueue's API; the list is not ``omitempty`` there, so a nil one is served
+    null)."""
 
     name: str
-    resources: list[FlavorResourceUsage]
+    resources: list[FlavorResourceUsage] | None
 
 
 class QueueStatus(TypedDict, total=False):

@@ -16,7 +16,7 @@ Condition fields follow the Kubernetes ``NodeCondition`` (``type``, ``status``, 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -36,16 +36,9 @@ WATCH_TIMEOUT_S = 60
 """Server-side timeout of one node watch request (seconds); the thread then watches again from where it was."""
 
 
-class ReadyCondition(TypedDict):
-    """A node's ``Ready`` condition as the apiserver serves it (``NodeCondition``: ``type`` and ``status``
-    always; the times, ``reason`` and ``message`` when set), or as :func:`unknown` makes one."""
-
-    type: str
-    status: str
-    lastHeartbeatTime: NotRequired[str]
-    lastTransitionTime: NotRequired[str]
-    reason: NotRequired[str]
-    message: NotRequired[str]
+ReadyCondition = ConditionJSON
+"""A node's ``Ready`` condition as the apiserver serves it (``NodeCondition``: ``type`` and ``status`` always;
+the times, ``reason`` and ``message`` when set), or as :func:`unknown` makes one."""
 
 
 def _ready(raw: ConditionJSON) -> ReadyCondition:

@@ -215,12 +215,8 @@ def unscheduled(
         reasons=[r.to_dict() for r in reasons],
         events=slim,
         queue_objects=[
-            {
-                "kind": q["kind"],
-                "name": q["metadata"]["name"],
-                "conditions": (q.get("status") or {}).get("conditions"),
-            }
-            for q in queue
+            {"kind": q.kind, "name": q.metadata.name, "conditions": q.conditions}
+            for q in map(queues.parse_queue_object, queue)
         ],
         conditions=[parse_pod(p).served_conditions for p in pods],
         **({"queue": note} if note is not None else {}),

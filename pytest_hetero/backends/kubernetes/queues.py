@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+import msgspec
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
@@ -24,14 +25,11 @@ from pytest_hetero.backends.kubernetes.manifests import (
     ConditionJSON,
     FlavorUsage,
     ObjectList,
-    PriorityClassRef,
-    QueueStatus,
+    QueueObject,
     ServedClusterQueue,
     ServedLocalQueue,
     ServedPodGroup,
     ServedWorkload,
-    WorkloadSpec,
-    WorkloadStatus,
 )
 from pytest_hetero.backends.kubernetes.objects import Condition, find, parse_conditions, parse_metadata
 from pytest_hetero.evidence.usage import epoch
@@ -121,19 +119,71 @@ def owned_by(objects: list[ServedPodGroup], uid: str) -> list[ServedPodGroup]:
     return [o for o in objects if uid in parse_metadata(o["metadata"]).owner_uids]
 
 
-@dataclass(frozen=True)
-class PodSetAssignment:
-    """One ``status.admission.podSetAssignments[]`` entry of a Workload: ``name``, ``count``, ``flavors``
-    (resource → flavor) and ``resource_usage`` (``resourceUsage``: resource → quantity); None where absent."""
+class PodSetAssignment(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One ``status.admission.podSetAssignments[]`` entry of a Workload: ``name`` (required by Kueue's API),
+    ``count``, ``flavors`` (resource → flavor) and ``resource_usage`` (``resourceUsage``: resource → quantity);
+    None where absent."""
 
-    name: str | None
-    count: int | None
-    flavors: dict[str, str] | None
-    resource_usage: dict[str, str] | None
+    name: str
+    count: int | None = None
+    flavors: dict[str, str] | None = None
+    resource_usage: dict[str, str] | None = None
 
     def fields(self) -> PodSetFields:
         """``{"name", "count", "flavors", "resourceUsage"}`` (API names, None when absent)."""
         return {"name": self.name, "count": self.count, "flavors": self.flavors, "resourceUsage": self.resource_usage}
+
+
+class _PriorityClassRef(msgspec.Struct, frozen=True, kw_only=True):
+    """A v1beta2 Workload's ``spec.priorityClassRef``: ``group``, ``kind`` (``PriorityClass`` or
+    ``WorkloadPriorityClass``), ``name`` (None where absent)."""
+
+    group: str | None = None
+    kind: str | None = None
+    name: str | None = None
+
+
+class _WorkloadSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A Workload's ``spec`` as far as the gate reads it: ``queueName``, ``priority``, the priority class (v1beta2
+    ``priorityClassRef``; v1beta1 ``priorityClassName``/``priorityClassSource``); None where absent."""
+
+    queue_name: str | None = None
+    priority: int | None = None
+    priority_class_ref: _PriorityClassRef | None = None
+    priority_class_name: str | None = None
+    priority_class_source: str | None = None
+
+
+class _Admission(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A Workload's ``status.admission``: ``clusterQueue`` and ``podSetAssignments`` (both required by Kueue's
+    API; the list null reads as empty)."""
+
+    cluster_queue: str
+    pod_set_assignments: tuple[PodSetAssignment, ...] | None
+
+
+class _WorkloadStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """A Workload's ``status``: ``conditions`` (``metav1.Condition``, every field of which is kept) and
+    ``admission`` (None where absent)."""
+
+    conditions: list[ConditionJSON] | None = None
+    admission: _Admission | None = None
+
+
+class _WorkloadMeta(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A Workload's ``metadata`` as far as the gate reads it: ``name`` and ``creationTimestamp`` (None where
+    absent)."""
+
+    name: str | None = None
+    creation_timestamp: str | None = None
+
+
+class _ServedWorkload(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kueue Workload as served (``metadata`` always; null or ``{}`` reads as no name)."""
+
+    metadata: _WorkloadMeta | None
+    spec: _WorkloadSpec | None = None
+    status: _WorkloadStatus | None = None
 
 
 @dataclass(frozen=True)
@@ -162,24 +212,22 @@ class Workload:
 
 
 def parse_workload(raw: ServedWorkload) -> Workload:
-    """A Workload from its JSON (see :class:`Workload`)."""
-    spec: WorkloadSpec
-    status: WorkloadStatus
-    meta = parse_metadata(raw["metadata"]) if raw["metadata"] else None
-    spec, status = raw.get("spec") or {}, raw.get("status") or {}
-    ref: PriorityClassRef = spec.get("priorityClassRef") or {}
-    admission = status.get("admission")
-    conditions = status.get("conditions")
-    return Workload(name=meta.name if meta else None, created=meta.created if meta else None,
-                    queue_name=spec.get("queueName"),
-                    priority=spec.get("priority"), priority_ref=(ref.get("name"), ref.get("kind")) if ref else None,
-                    priority_class_name=spec.get("priorityClassName"),
-                    priority_class_source=spec.get("priorityClassSource"),
-                    conditions=parse_conditions(conditions), served_conditions=conditions,
-                    cluster_queue=admission["clusterQueue"] if admission else None,
-                    pod_sets=tuple(PodSetAssignment(name=s["name"], count=s.get("count"), flavors=s.get("flavors"),
-                                                    resource_usage=s.get("resourceUsage"))
-                                   for s in (admission["podSetAssignments"] or [] if admission else [])))
+    """A Workload from its JSON (see :class:`Workload`), read once into its declared shape. ValueError
+    (``msgspec.ValidationError``, naming the field's ``$.path``) without ``metadata``, or with a field not shaped
+    as Kueue's API serves it (an admission without ``clusterQueue``, a pod set without ``name``, a condition
+    without ``type`` or ``status``…)."""
+    served = msgspec.convert(raw, _ServedWorkload)
+    meta, spec = served.metadata or _WorkloadMeta(), served.spec or _WorkloadSpec()
+    status = served.status or _WorkloadStatus()
+    ref = spec.priority_class_ref
+    admission = status.admission
+    return Workload(name=meta.name, created=meta.creation_timestamp, queue_name=spec.queue_name,
+                    priority=spec.priority,
+                    priority_ref=(ref.name, ref.kind) if ref is not None and ref != _PriorityClassRef() else None,
+                    priority_class_name=spec.priority_class_name, priority_class_source=spec.priority_class_source,
+                    conditions=parse_conditions(status.conditions), served_conditions=status.conditions,
+                    cluster_queue=admission.cluster_queue if admission else None,
+                    pod_sets=(admission.pod_set_assignments or ()) if admission else ())
 
 
 def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkload,
@@ -220,29 +268,95 @@ def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkloa
     }
 
 
-@dataclass(frozen=True)
-class Queue:
+class Queue(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A Kueue ClusterQueue's or LocalQueue's ``status`` as served (None where the API left a field out, or the
     whole status): ``flavors_usage`` (``flavorsUsage``), ``flavor_usage`` (``flavorUsage``: a LocalQueue's of
     Kueue before v0.9), ``flavors_reservation`` (``flavorsReservation``), ``admitted_workloads``,
     ``reserving_workloads`` and ``pending_workloads`` (``admittedWorkloads``…)."""
 
-    flavors_usage: list[FlavorUsage] | None
-    flavor_usage: list[FlavorUsage] | None
-    flavors_reservation: list[FlavorUsage] | None
-    admitted_workloads: int | None
-    reserving_workloads: int | None
-    pending_workloads: int | None
+    flavors_usage: list[FlavorUsage] | None = None
+    flavor_usage: list[FlavorUsage] | None = None
+    flavors_reservation: list[FlavorUsage] | None = None
+    admitted_workloads: int | None = None
+    reserving_workloads: int | None = None
+    pending_workloads: int | None = None
+
+
+class _ServedQueue(msgspec.Struct, frozen=True, kw_only=True):
+    """A ClusterQueue or LocalQueue as served, as far as its ``status`` (None where absent)."""
+
+    status: Queue | None = None
 
 
 def parse_queue(raw: ServedClusterQueue | ServedLocalQueue) -> Queue:
-    """A ClusterQueue's or LocalQueue's :class:`Queue` from its JSON (the one parser of a queue's ``status``)."""
-    status: QueueStatus = raw.get("status") or {}
-    return Queue(flavors_usage=status.get("flavorsUsage"), flavor_usage=status.get("flavorUsage"),
-                 flavors_reservation=status.get("flavorsReservation"),
-                 admitted_workloads=status.get("admittedWorkloads"),
-                 reserving_workloads=status.get("reservingWorkloads"),
-                 pending_workloads=status.get("pendingWorkloads"))
+    """A ClusterQueue's or LocalQueue's :class:`Queue` from its JSON (the one parser of a queue's ``status``), read
+    once into its declared shape. ValueError (``msgspec.ValidationError``, naming the field's ``$.path``) for a
+    status not shaped as Kueue's API serves it."""
+    return msgspec.convert(raw, _ServedQueue).status or Queue()
+
+
+class _LocalQueueSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A LocalQueue's ``spec``: the ``clusterQueue`` it points at (None where absent)."""
+
+    cluster_queue: str | None = None
+
+
+class _Name(msgspec.Struct, frozen=True, kw_only=True):
+    """An object's ``metadata`` as far as its ``name`` (always set by the apiserver)."""
+
+    name: str
+
+
+class LocalQueue(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kueue LocalQueue as far as where it leads: ``metadata.name`` and ``spec.clusterQueue``
+    (:attr:`cluster_queue`; None where absent)."""
+
+    metadata: _Name
+    spec: _LocalQueueSpec | None = None
+
+    @property
+    def name(self) -> str:
+        """The LocalQueue's name."""
+        return self.metadata.name
+
+    @property
+    def cluster_queue(self) -> str | None:
+        """The ClusterQueue it points at (None where the spec names none)."""
+        return self.spec.cluster_queue if self.spec else None
+
+
+def parse_local_queue(raw: ServedLocalQueue) -> LocalQueue:
+    """A LocalQueue from its JSON, read once into its declared shape. ValueError (``msgspec.ValidationError``,
+    naming the field's ``$.path``) without ``metadata.name``, or with a field not shaped as Kueue's API serves it."""
+    return msgspec.convert(raw, LocalQueue)
+
+
+class _QueueObjectStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """A Workload's or PodGroup's ``status`` as far as its ``conditions``, kept as served (a PodGroup's carry
+    Volcano's ``transitionID`` too; never read field by field here; None where absent)."""
+
+    conditions: list[dict[str, object]] | None = None
+
+
+class QueueObjectSeen(msgspec.Struct, frozen=True, kw_only=True):
+    """A queue object (Kueue Workload, Volcano PodGroup) as ``scheduling.pending`` keeps it: its ``kind``,
+    ``metadata.name`` and ``status.conditions`` as served (:attr:`conditions`; None where absent)."""
+
+    kind: str
+    metadata: _Name
+    status: _QueueObjectStatus | None = None
+
+    @property
+    def conditions(self) -> list[dict[str, object]] | None:
+        """``status.conditions`` as served (None where the object has no status or no conditions)."""
+        return self.status.conditions if self.status else None
+
+
+def parse_queue_object(raw: QueueObject) -> QueueObjectSeen:
+    """A Workload or PodGroup as ``scheduling.pending`` keeps it, read once into its declared shape. ValueError
+    (``msgspec.ValidationError``, naming the field's ``$.path``) without ``kind`` or ``metadata.name`` (the API
+    serves both on every object), or with conditions that are no list of objects."""
+    return msgspec.convert(raw, QueueObjectSeen)
 
 
 def cluster_queue_seen(queue: Queue) -> ClusterQueueSeen:
@@ -250,3 +364,6 @@ def cluster_queue_seen(queue: Queue) -> ClusterQueueSeen:
     return {"flavorsReservation": queue.flavors_reservation, "flavorsUsage": queue.flavors_usage,
             "admittedWorkloads": queue.admitted_workloads, "pendingWorkloads": queue.pending_workloads,
             "reservingWorkloads": queue.reserving_workloads}
+
+
+kc.resolve_shapes(_ServedWorkload, _ServedQueue, LocalQueue, QueueObjectSeen)

@@ -12,8 +12,9 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
+import msgspec
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
@@ -70,39 +71,39 @@ class WorkloadRecord:
         return self.pod
 
 
-PULL = {"never": "Never", "always": "Always", "if-not-present": "IfNotPresent"}
-"""A target's ``pull_policy`` → the containers' ``imagePullPolicy`` (any other: unset, the cluster's default)."""
+PullPolicy = Literal["never", "if-not-present", "always"]
+"""A target's ``pull_policy`` (the matrix schema's enum)."""
+PULL: dict[PullPolicy, str] = {"never": "Never", "always": "Always", "if-not-present": "IfNotPresent"}
+"""A target's ``pull_policy`` → the containers' ``imagePullPolicy``."""
 
 
-@dataclass(frozen=True)
-class KubeTarget:
+class KubeTarget(msgspec.Struct, frozen=True, kw_only=True):
     """What this engine reads of the matrix's ``spec.target`` (:class:`pytest_hetero.matrix.document.TargetDoc`),
     resolved once (:func:`parse_target`): ``context`` and ``namespace`` (None: the kubeconfig's), ``submit_as``
-    (``pod`` when absent), ``pull_policy`` (``""`` when absent: the engine's default) and the containers'
-    ``imagePullPolicy`` it names (``image_pull_policy``: :data:`PULL`; None: the cluster's default), the
+    (``pod`` when absent), ``pull_policy`` (None when absent: the engine's default) and the containers'
+    ``imagePullPolicy`` it names (:attr:`image_pull_policy`: :data:`PULL`; None: the cluster's default), the
     ``python`` the workload image runs (``python3``), ``unschedulable_grace_s`` (0), ``cleanup_wait_s`` (None:
-    the cleanup's default)."""
+    the cleanup's default). The other backends' keys are ignored."""
 
-    context: str | None
-    namespace: str | None
-    submit_as: str
-    pull_policy: str
-    image_pull_policy: str | None
-    python: str
-    unschedulable_grace_s: float
-    cleanup_wait_s: float | None
+    context: str | None = None
+    namespace: str | None = None
+    submit_as: str = "pod"
+    pull_policy: PullPolicy | None = None
+    python: str = "python3"
+    unschedulable_grace_s: float = 0.0
+    cleanup_wait_s: float | None = None
+
+    @property
+    def image_pull_policy(self) -> str | None:
+        """The containers' ``imagePullPolicy`` :attr:`pull_policy` names (None: the cluster's default)."""
+        return None if self.pull_policy is None else PULL[self.pull_policy]
 
 
 def parse_target(raw: dict[str, Any]) -> KubeTarget:
-    """:class:`KubeTarget` of a matrix target (as the backend receives it; the schema checked its types)."""
-    wait = raw.get("cleanup_wait_s")
-    pull = str(raw.get("pull_policy", ""))
-    return KubeTarget(context=raw.get("context"), namespace=raw.get("namespace"),
-                      submit_as=str(raw.get("submit_as", "pod")), pull_policy=pull,
-                      image_pull_policy=PULL.get(pull),
-                      python=str(raw.get("python", "python3")),
-                      unschedulable_grace_s=float(raw.get("unschedulable_grace_s", 0)),
-                      cleanup_wait_s=None if wait is None else float(wait))
+    """:class:`KubeTarget` of a matrix target (as the backend receives it), read once into its declared shape.
+    ValueError (``msgspec.ValidationError``, naming the key's ``$.path``) for a key of the wrong type or a
+    ``pull_policy`` outside :data:`PULL` (the matrix schema refuses both first, naming the file and line)."""
+    return msgspec.convert(raw, KubeTarget)
 
 
 @dataclass(frozen=True)
@@ -234,3 +235,6 @@ class KubeSession:
             if self.node_feed is None:
                 self.node_feed = NodeReadiness(api).start()
             return self.node_feed
+
+
+kc.resolve_shapes(KubeTarget)

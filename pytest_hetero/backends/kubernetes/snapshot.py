@@ -1,8 +1,8 @@
 """A snapshot of what a validation matrix depends on in a Kubernetes cluster (``--hetero-snapshot``).
 
-One list call per kind, raw JSON (no typed deserialisation), reduced to the fields a run's outcome can
-depend on — never times, resource versions or heartbeats, so two snapshots of an unchanged cluster
-are equal:
+One list call per kind, raw JSON (not the official client's models) read into the declared shape of what is
+kept, reduced to the fields a run's outcome can depend on — never times, resource versions or heartbeats, so
+two snapshots of an unchanged cluster are equal:
 
 * ``nodes``: name → ``{"labels", "taints": ["key=value:Effect"], "conditions": {type: status},
   "allocatable", "unschedulable"}`` (labels include GPU Feature Discovery, Ascend, driver/CUDA/CANN labels);
@@ -24,18 +24,18 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Required, TypedDict, TypeVar
+from typing import Any, TypedDict, TypeVar
 
+import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from pytest_hetero.backends.kubernetes.client import connect
+from pytest_hetero.backends.kubernetes.client import connect, resolve_shapes
 from pytest_hetero.backends.kubernetes.manifests import (
     ObjectList,
-    ObjectMeta,
     ServedDaemonSet,
 )
-from pytest_hetero.backends.kubernetes.objects import Node, parse_metadata, parse_node, parse_pod
+from pytest_hetero.backends.kubernetes.objects import Node, parse_node, parse_pod
 
 T = TypeVar("T")
 
@@ -102,47 +102,41 @@ def _node(node: Node) -> NodeEntry:
             "allocatable": dict(node.allocatable), "unschedulable": node.unschedulable}
 
 
-@dataclass(frozen=True)
-class Object:
-    """Any listed object as the snapshot keeps it: ``metadata`` namespace and name (None where absent), its
-    ``spec`` (as served, {} when absent) and the top-level ``handler``/``scheduling`` (RuntimeClass) and
-    ``value``/``preemptionPolicy``/``globalDefault`` (PriorityClass) fields (None where absent)."""
+class _Meta(msgspec.Struct, frozen=True, kw_only=True):
+    """A listed object's ``metadata`` as the snapshot names it: ``name`` (always served) and ``namespace`` (None
+    for a cluster-scoped object)."""
 
-    namespace: str | None
-    name: str | None
-    spec: dict[str, object]
-    top: dict[str, object]
+    name: str
+    namespace: str | None = None
 
 
-class ListedObject(TypedDict, total=False):
-    """Any listed object as served: its ``metadata`` (always served), its ``spec`` (kept as served, never read
-    field by field) and the top-level fields of :data:`TOP_FIELDS` (kept likewise)."""
+class Object(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Any listed object as the snapshot keeps it: its ``metadata`` name and namespace, its ``spec`` and the
+    top-level ``handler``/``scheduling`` (RuntimeClass) and ``value``/``preemption_policy``/``global_default``
+    (PriorityClass: ``preemptionPolicy``, ``globalDefault``) fields, each kept as served (never read field by
+    field; None where absent)."""
 
-    metadata: Required[ObjectMeta]
-    spec: dict[str, object]
-    handler: object
-    scheduling: object
-    value: object
-    preemptionPolicy: object
-    globalDefault: object
-
-
-TOP_FIELDS = ("handler", "scheduling", "value", "preemptionPolicy", "globalDefault")
-"""Top-level fields of RuntimeClasses and PriorityClasses the snapshot keeps."""
+    metadata: _Meta
+    spec: dict[str, object] | None = None
+    handler: object = None
+    scheduling: object = None
+    value: object = None
+    preemption_policy: object = None
+    global_default: object = None
 
 
-def parse_object(raw: ListedObject) -> Object:
-    """An :class:`Object` from a listed item's JSON."""
-    meta = parse_metadata(raw["metadata"])
-    return Object(namespace=meta.namespace, name=meta.name, spec=dict(raw.get("spec") or {}),
-                  top={k: raw.get(k) for k in TOP_FIELDS})
+def parse_object(raw: object) -> Object:
+    """An :class:`Object` from a listed item's JSON, read once into its declared shape. ValueError
+    (``msgspec.ValidationError``, naming the field's ``$.path``) without ``metadata.name``, or with a ``spec``
+    that is no JSON object."""
+    return msgspec.convert(raw, Object)
 
 
 def _named(items: list[Object], keep: Callable[[Object], object], namespaced: bool = False
            ) -> dict[str, object]:
     out = {}
     for obj in items:
-        name = f"{obj.namespace}/{obj.name}" if namespaced else str(obj.name)
+        name = f"{obj.metadata.namespace}/{obj.metadata.name}" if namespaced else obj.metadata.name
         out[name] = keep(obj)
     return out
 
@@ -158,12 +152,45 @@ class DaemonSet:
     images: list[str]
 
 
+class _TemplateContainer(msgspec.Struct, frozen=True, kw_only=True):
+    """A container of a pod template: its ``image`` (None where the template leaves it to be set later)."""
+
+    image: str | None = None
+
+
+class _TemplateSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A pod template's ``spec``: its ``containers`` (required by the API)."""
+
+    containers: list[_TemplateContainer]
+
+
+class _Template(msgspec.Struct, frozen=True, kw_only=True):
+    """A controller's pod ``template``: its ``spec`` (always served)."""
+
+    spec: _TemplateSpec
+
+
+class _DaemonSetSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """An ``apps/v1`` DaemonSet's ``spec``: its pod ``template`` (required by the API)."""
+
+    template: _Template
+
+
+class _ServedDaemonSet(msgspec.Struct, frozen=True, kw_only=True):
+    """An ``apps/v1`` DaemonSet as served (``metadata`` and ``spec`` always)."""
+
+    metadata: _Meta
+    spec: _DaemonSetSpec
+
+
 def parse_daemonset(raw: ServedDaemonSet) -> DaemonSet:
-    """A DaemonSet from its JSON."""
-    meta = parse_metadata(raw["metadata"])
-    containers = raw["spec"]["template"]["spec"]["containers"]
+    """A DaemonSet from its JSON, read once into its declared shape. ValueError (``msgspec.ValidationError``,
+    naming the field's ``$.path``) without ``metadata.name`` or its template's ``containers``, or with a field not
+    shaped as the API serves it."""
+    served = msgspec.convert(raw, _ServedDaemonSet)
+    meta = served.metadata
     return DaemonSet(ref=f"{meta.namespace}/{meta.name}", name=meta.name,
-                     images=sorted(str(c.get("image")) for c in containers))
+                     images=sorted(str(c.image) for c in served.spec.template.spec.containers))
 
 
 class DaemonSetEntry(TypedDict):
@@ -197,7 +224,7 @@ def _kueue(lister: Lister) -> dict[str, dict[str, object] | Problem]:
     for plural, namespaced in (("resourceflavors", False), ("clusterqueues", False), ("localqueues", True)):
         items, problem = lister.section([f"/apis/kueue.x-k8s.io/{v}/{plural}" for v in ("v1beta2", "v1beta1")],
                                         parse_object)
-        out[plural] = problem or _named(items, lambda i: i.spec, namespaced)
+        out[plural] = problem or _named(items, lambda i: i.spec or {}, namespaced)
     return out
 
 
@@ -212,18 +239,19 @@ def take_snapshot(api: client.ApiClient, namespaces: list[str]) -> dict[str, Any
         "nodes": problem or {node.name: _node(node) for node in nodes},
         "daemonsets": _daemonsets(lister),
         "runtimeclasses": _section(lister, "/apis/node.k8s.io/v1/runtimeclasses",
-                                   lambda i: {k: i.top[k] for k in ("handler", "scheduling")}),
+                                   lambda i: {"handler": i.handler, "scheduling": i.scheduling}),
         "priorityclasses": _section(lister, "/apis/scheduling.k8s.io/v1/priorityclasses",
-                                    lambda i: {k: i.top[k] for k in ("value", "preemptionPolicy", "globalDefault")}),
+                                    lambda i: {"value": i.value, "preemptionPolicy": i.preemption_policy,
+                                               "globalDefault": i.global_default}),
         "kueue": _kueue(lister),
-        "volcano": {"queues": vproblem or _named(volcano, lambda i: i.spec)},
+        "volcano": {"queues": vproblem or _named(volcano, lambda i: i.spec or {})},
         "resourcequotas": {}, "limitranges": {},
     }
     for ns in sorted(set(namespaces)):
         for kind in ("resourcequotas", "limitranges"):
             items, problem = lister.section([f"/api/v1/namespaces/{ns}/{kind}"], parse_object)
             sections[kind].update({f"{ns}/*": problem} if problem else
-                                  _named(items, lambda i: i.spec, namespaced=True))
+                                  _named(items, lambda i: i.spec or {}, namespaced=True))
     return sections
 
 
@@ -237,3 +265,6 @@ def snapshot_of_target(target: dict[str, Any], context: str | None, namespaces: 
     Raises ActionFailed for a bad target, ApiException for a failed list call."""
     api, namespace, _ = connect(target, context)
     return take_snapshot(api, [*namespaces, namespace])
+
+
+resolve_shapes(Object, _ServedDaemonSet)
