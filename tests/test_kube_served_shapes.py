@@ -315,7 +315,7 @@ def test_shapes_read_after_their_module_left_sys_modules(monkeypatch: pytest.Mon
     """A nested in-process pytest run (pytester's, as the realnode tests run the gate) drops the modules it imported
     from ``sys.modules`` when it ends, while their package keeps the module object; msgspec resolves a shape's
     postponed annotations through ``sys.modules`` on first use, so each module declaring shapes resolves them at
-    import (:func:`~pytest_hetero.backends.kubernetes.client.resolve_shapes`): a fresh copy of each, gone from
+    import (:func:`pytest_hetero.declared.resolve`): a fresh copy of each, gone from
     ``sys.modules`` before any shape of it was used, still reads its objects (it raised NameError)."""
     import importlib
     import sys

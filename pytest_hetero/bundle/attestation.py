@@ -34,6 +34,7 @@ import msgspec
 
 from pytest_hetero import LAYERS
 from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.safeio import MIB, Unreadable, loads_bounded, read_regular
@@ -435,3 +436,6 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, de
     finally:
         os.close(fd)
     return statement
+
+
+resolve(__name__)

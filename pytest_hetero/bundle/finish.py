@@ -43,6 +43,7 @@ from pytest_hetero.bundle.manifest import (
     sha256_file,
     write_manifest_data,
 )
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.inputs import INPUTS, write_atomic
 from pytest_hetero.evidence.model import gc_paused
@@ -463,3 +464,6 @@ def signature_line(bundle_dir: Path) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         signer = None
     return f"bundle signed by {signer}" if signer else "bundle UNSIGNED (sign runs with --hetero-sign-key KEY)"
+
+
+resolve(__name__)

@@ -31,6 +31,8 @@ from typing import Annotated, TypedDict
 
 import msgspec
 
+from pytest_hetero.declared import resolve
+
 MANIFEST = "manifest.json"
 STATEMENT = "statement.intoto.json"
 ATTESTATION = "attestation.intoto.jsonl"
@@ -330,3 +332,6 @@ def _entry_problem(bundle_dir: Path, rel: str, digest: str, size: int) -> Proble
         return Problem(rel, "modified", f"sha256 {actual[:16]}… ({actual_size} bytes) but the "
                                         f"manifest says {digest[:16]}… ({size} bytes)")
     return None
+
+
+resolve(__name__)

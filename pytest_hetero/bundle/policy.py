@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import yaml
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import BundleError, Location
 
 if TYPE_CHECKING:
@@ -344,3 +345,6 @@ def load_policy(path: Path, gate_keys: list[Ed25519PublicKey], pinned_sha256: st
     name, gate, roles = parse_policy(data, path, cli_gate)
     return TrustPolicy(name, str(path), hashlib.sha256(data).hexdigest(), gate, roles, trusted_by,
                        cli_gate | frozenset(gate))
+
+
+resolve(__name__)

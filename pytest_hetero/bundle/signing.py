@@ -45,6 +45,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from pytest_hetero import LAYERS, __version__
 from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.settings import SignCommand
@@ -410,3 +411,6 @@ def check_signature(public: Ed25519PublicKey, sig_b64: str, message: bytes) -> b
     except (InvalidSignature, ValueError, TypeError):
         return False
     return True
+
+
+resolve(__name__)

@@ -28,6 +28,7 @@ from pytest_hetero.bundle.attestation import (
 )
 from pytest_hetero.bundle.manifest import STATEMENT, Problem
 from pytest_hetero.bundle.signing import PAYLOAD_TYPE, STATEMENT_TYPE, check_signature, envelope_bytes, pae
+from pytest_hetero.declared import resolve
 
 if TYPE_CHECKING:
     from pytest_hetero.bundle.policy import TrustPolicy
@@ -254,3 +255,6 @@ def check_signoffs(lines: list[Attestation], run_digest: str, claim: RunClaim,
         signoff.why_unverified = None if signoff.verified else why or NO_POLICY
         out.append(signoff)
     return out, problems
+
+
+resolve(__name__)

@@ -37,6 +37,7 @@ import msgspec
 
 from pytest_hetero import __version__
 from pytest_hetero.bundle.manifest import STATEMENT, VALIDATION
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.views import BundleStatus
 
@@ -362,3 +363,6 @@ def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = Fa
     return {"bundle": bundle, "digest": hashlib.sha256(run.payload).hexdigest(),
             "verification": loaded.verification, "validation": signed, "vsas": vsas,
             "run": claim.run, "untested": untested}
+
+
+resolve(__name__)

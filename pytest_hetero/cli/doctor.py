@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import HeteroError
 
 if TYPE_CHECKING:
@@ -227,3 +228,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"{missing} missing" if missing else "nothing missing" + (" for " + ", ".join(args.matrix)
                                                                      if args.matrix else ""))
     return 1 if missing else 0
+
+
+resolve(__name__)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.evidence.document import is_record
 from pytest_hetero.evidence.queue_times import QueueSection, queue_times
 from pytest_hetero.matrix.quantity import quantity_or_none
@@ -635,3 +636,6 @@ def _section(workloads: dict[str, Workload], until: float | None, open_end: bool
 def _queue(workloads: dict[str, Workload]) -> QueueSection:
     """Queue and placement times per pool (:mod:`pytest_hetero.evidence.queue_times`)."""
     return queue_times(workloads)
+
+
+resolve(__name__)

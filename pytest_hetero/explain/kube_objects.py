@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.explain.model import Value
 from pytest_hetero.pending.events import EventRow
 from pytest_hetero.pending.model import Condition
@@ -320,3 +321,6 @@ class KubeEvent:
                        source=str(event.component or event.reporting_component or ""), object=event.involved,
                        namespace=event.namespace)
         return cls(row, event.timestamps)
+
+
+resolve(__name__)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.claim_nvidia import HWLOG, KUEUE_TABLE
 from pytest_hetero.explain.context import Ctx, make
@@ -363,3 +364,6 @@ READERS: dict[str, Callable[[Ctx, Piece], list[Finding]]] = {
     "kueue-workloads": read_kueue_workloads,
 }
 """Block kind -> reader for this module's kinds."""
+
+
+resolve(__name__)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from pytest_hetero.backends.protocol import AttemptDict, PolicyFacts, VictimFacts
+from pytest_hetero.declared import resolve
 from pytest_hetero.layers.base import LayerBroken
 
 __all__ = ["AttemptRead", "facts_of"]
@@ -53,3 +54,6 @@ def facts_of(attempt: AttemptDict) -> AttemptRead:
     except msgspec.ValidationError as error:
         raise LayerBroken(f"the engine's facts of the attempt {attempt['action']!r} ({attempt['role']}) are not of "
                           f"their shape: {error}", "probe_not_run") from None
+
+
+resolve(__name__)

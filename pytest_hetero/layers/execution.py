@@ -20,6 +20,7 @@ import msgspec
 
 from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.backends.spread import wanted as spread_wanted
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.inputs import code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
@@ -376,3 +377,6 @@ def keep_bad_outputs(ctx: LayerContext, raw: bytes, run: int) -> str:
     ctx.write(OUTPUTS_UNUSABLE, OutputsUnusableData(artifact=art.path, bytes=len(raw), sha256=digest,
                                                     kept_bytes=len(kept), truncated=len(raw) > len(kept)))
     return f" (kept as {art.path})"
+
+
+resolve(__name__)

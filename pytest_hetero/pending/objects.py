@@ -22,6 +22,8 @@ from typing import TypeVar
 
 import msgspec
 
+from pytest_hetero.declared import resolve
+
 _Fields = TypeVar("_Fields", bound=msgspec.Struct)
 
 
@@ -255,3 +257,6 @@ class ContainerStatusFields(msgspec.Struct, frozen=True, kw_only=True, rename="c
     image: object = ""
     state: object = None
     last_state: object = None
+
+
+resolve(__name__)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import _values as v
 from pytest_hetero.probes.ascend_table import parse_npu_smi_info
@@ -252,3 +253,6 @@ def probe_ascend(root: str = "/", env: dict[str, str] | None = None) -> Inventor
             global_errors=(f"npu-smi info exited {done.returncode}: {exc.message}",),
         )
     return Inventory(**{**inv.__dict__, "cann_version": cann, "extra": {**inv.extra, "device_nodes": nodes}})
+
+
+resolve(__name__)

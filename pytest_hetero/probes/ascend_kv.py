@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from pytest_hetero.declared import resolve
+
 _KV = re.compile(r"^\s*(?P<key>[^:：]+?)\s*[:：]\s*(?P<value>.*?)\s*$")
 
 
@@ -187,3 +189,6 @@ def parse_npu_topo(lines: list[str]) -> NpuTopology:
                 affinity[tokens[0]] = tokens[len(names) + 1]
             used.append(index)
     return NpuTopology(names, links, affinity, used)
+
+
+resolve(__name__)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import _values as v
 from pytest_hetero.probes.ascend_errors import match_dcmi
@@ -312,3 +313,6 @@ def parse_npu_smi_info(text: str) -> Inventory:
             "chip_count": sum(max(1, len(n.chips)) for n in scan.npus),
         },
     )
+
+
+resolve(__name__)

@@ -18,6 +18,7 @@ from typing import TypedDict
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.probes.cgroup import CgroupLimits, cpulist_count, read_cgroup_limits
 from pytest_hetero.probes.model import Device, Inventory
 
@@ -265,3 +266,6 @@ def probe_cpu(root: str = "/") -> Inventory:
         attached_count=facts.sockets,
         extra=dict(facts.to_dict()),  # the facts, as the open extra of every inventory
     )
+
+
+resolve(__name__)

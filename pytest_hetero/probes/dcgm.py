@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from pytest_hetero.declared import resolve
+
 _CATEGORY = re.compile(r"^\s*[+|]-{2,}\s+(?P<cat>[A-Za-z][\w ]*?)\s+-{2,}[+|]")
 _RESULT = re.compile(r"^(?P<status>Pass|Fail|Skip|Warn|Not Run|Running)\b(?:\s*-\s*(?P<who>All|GPUs?:\s*[\d,\s]+))?$",
                      re.IGNORECASE)
@@ -461,3 +463,6 @@ def classify_warning(text: str) -> tuple[str, str | None, str]:
         if pattern.search(text):
             return code, failure, meaning
     return "dcgm_warning", "gpu_health_incident", "DCGM reported a problem during the test"
+
+
+resolve(__name__)

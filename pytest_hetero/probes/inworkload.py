@@ -34,6 +34,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.probes.usage import (
     RUN_TIME_UNITS,
     DeviceFacts,
@@ -524,3 +525,6 @@ def _number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+resolve(__name__)

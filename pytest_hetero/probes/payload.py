@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes.model import Inventory, _plain
 from pytest_hetero.probes.payload_rules import gpu_findings, npu_findings
@@ -381,3 +382,6 @@ def assess(report: PayloadReport, resource_type: str) -> list[Finding]:
     kind = resource_kind(resource_type)
     rules = gpu_findings(report) if kind == "gpu" else npu_findings(report) if kind == "npu" else []
     return findings + [Finding(*rule) for rule in rules]
+
+
+resolve(__name__)

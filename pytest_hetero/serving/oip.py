@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import httpx
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.serving.protocol import (
     Answer,
@@ -169,3 +170,6 @@ def _doc(response: httpx.Response) -> Any:
         return response.json()
     except ValueError:
         return {"status": response.status_code, "text": response.text[:500]}
+
+
+resolve(__name__)

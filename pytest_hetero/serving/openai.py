@@ -26,6 +26,7 @@ from typing import Annotated, TypedDict
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.serving.protocol import (
     Answer,
@@ -190,3 +191,6 @@ def _sse_text(body: bytes) -> str:
             raise ValueError(f"a streamed event of another shape ({exc}): {data[:200]!r}") from None
         parts.append(event.choices[0].delta.content or "")
     return "".join(parts)
+
+
+resolve(__name__)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 import httpx
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.matrix.model import Serving
 
 _O = TypeVar("_O")
@@ -171,3 +172,6 @@ class ServingProtocol(ABC):
     @abstractmethod
     def parse(self, request: PreparedRequest, body: bytes) -> Answer:
         """Parse a 2xx response body of ``request``. Raises ValueError when it is malformed."""
+
+
+resolve(__name__)

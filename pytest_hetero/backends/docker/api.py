@@ -34,6 +34,8 @@ from typing import Annotated, Any, Literal, TypeVar
 import docker.errors
 import msgspec
 
+from pytest_hetero.declared import resolve
+
 _T = TypeVar("_T")
 
 
@@ -430,3 +432,6 @@ def list_labelled(api: docker.APIClient, label: str) -> list[tuple[ListedKind, L
     found += [("image", Listed.parse(i, "image")) for i in api.images(all=True, filters={"label": label})]
     found += [("network", Listed.parse(n, "network")) for n in api.networks(filters={"label": label})]
     return found
+
+
+resolve(__name__)

@@ -27,6 +27,7 @@ from pytest_hetero.backends.docker.api import exec_inspect
 from pytest_hetero.backends.labels import CREATED_AT, LABEL, OWNER, RUN_ID, utc_stamp
 from pytest_hetero.backends.protocol import ExecResult
 from pytest_hetero.backends.streams import CappedStream
+from pytest_hetero.declared import resolve
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.docker.translate import HostConfigOptions
@@ -571,3 +572,6 @@ def input_mounts(models: list[tuple[str, Path, Path]], datasets: list[tuple[str,
     for name, path in datasets:
         out.append({"source": str(path), "target": f"/hetero/datasets/{name}/{path.name}", "read_only": True})
     return out
+
+
+resolve(__name__)

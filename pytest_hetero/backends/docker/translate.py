@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypedDict
 import msgspec
 
 from pytest_hetero.backends.docker.client import BindMount
+from pytest_hetero.declared import resolve
 from pytest_hetero.matrix.model import Resource
 
 if TYPE_CHECKING:
@@ -235,3 +236,6 @@ def _ascend(req: EngineRequest, count: int, pinned: list[str], host_visible: boo
         if not host_visible or Path(path).exists():
             req.mounts.append({"source": path, "target": path, "read_only": True})
     req.environment["ASCEND_VISIBLE_DEVICES"] = ",".join(ids)
+
+
+resolve(__name__)

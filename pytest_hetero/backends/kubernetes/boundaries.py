@@ -61,6 +61,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
 )
 from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_event, parse_pod, parse_ports, parse_slice
 from pytest_hetero.backends.protocol import Attempt, AttemptFacts
+from pytest_hetero.declared import resolve
 from pytest_hetero.matrix.model import Resource, Tenant
 from pytest_hetero.pending.model import ReasonRef
 
@@ -723,4 +724,4 @@ def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
                    f"{tenant.namespace} (no {PULL_EVENT} event)", waited_s=time.monotonic() - start, facts=facts)
 
 
-kc.resolve_shapes(Selector, _ServedPolicy, _ServedService, _ServedClaim)
+resolve(__name__)

@@ -23,6 +23,7 @@ from urllib3.util.retry import Retry
 from pytest_hetero.backends.kubernetes.objects import parse_status
 from pytest_hetero.backends.labels import CREATED_AT, LABEL, OWNER, ROLE, RUN_ID, utc_stamp
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, EngineUnavailable
+from pytest_hetero.declared import resolve
 from pytest_hetero.pending import explain
 
 PROBE = LABEL + "probe"
@@ -49,17 +50,6 @@ def labels(run_id: str, owner: str, role: str, **keys: str) -> dict[str, str]:
     out = {RUN_ID: label_value(run_id), OWNER: owner, ROLE: role}
     out.update({LABEL + k: label_value(v) for k, v in keys.items()})
     return out
-
-
-def resolve_shapes(*shapes: type) -> None:
-    """Resolve the field types of the msgspec ``shapes`` (Structs, and every shape they hold) now; call it at the end
-    of a module that declares shapes, with those it converts. msgspec resolves postponed annotations (``from
-    __future__ import annotations``) on a shape's first use, through ``sys.modules[<its module>]``: a nested
-    in-process pytest run (pytester's) drops the modules it imported from ``sys.modules`` when it ends while their
-    package keeps the module object as an attribute, so a shape first used after that raised NameError. Building a
-    decoder resolves and keeps each shape's field types on the shape."""
-    for shape in shapes:
-        msgspec.json.Decoder(shape)
 
 
 def created_annotations() -> dict[str, str]:
@@ -248,4 +238,4 @@ def status_message(exc: ApiException) -> str:
     return str(status.message or exc.reason) if status is not None else str(exc.body or exc.reason)
 
 
-resolve_shapes(NamedContext)
+resolve(__name__)

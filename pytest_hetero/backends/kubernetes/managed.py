@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 import msgspec
 from kubernetes import client
 
-from pytest_hetero.backends.kubernetes.client import resolve_shapes
 from pytest_hetero.backends.kubernetes.manifests import Listed
 from pytest_hetero.backends.kubernetes.snapshot import Lister
+from pytest_hetero.declared import resolve
 
 if TYPE_CHECKING:
     from pytest_hetero.status.audit import ManagedObject
@@ -84,4 +84,4 @@ def managed_objects(api: client.ApiClient, namespaces: list[str],
     return objects, problems
 
 
-resolve_shapes(_Listed)
+resolve(__name__)

@@ -35,6 +35,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     StatusJSON,
 )
 from pytest_hetero.backends.protocol import NodeCondition, Taint
+from pytest_hetero.declared import resolve
 
 
 class Condition(msgspec.Struct, frozen=True, kw_only=True, rename={"last_transition": "lastTransitionTime"}):
@@ -544,3 +545,6 @@ def parse_status(text: str | bytes | None) -> Status | None:
     causes = [c for c in listed if isinstance(c, dict)] if isinstance(listed, list) else []
     return Status(status=raw.get("status"), message=raw.get("message"), kind=details.get("kind"),
                   causes=tuple((c.get("reason"), c.get("message")) for c in causes))
+
+
+resolve(__name__)

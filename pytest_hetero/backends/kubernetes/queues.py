@@ -32,6 +32,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     ServedWorkload,
 )
 from pytest_hetero.backends.kubernetes.objects import Condition, find, parse_conditions, parse_metadata
+from pytest_hetero.declared import resolve
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
@@ -366,4 +367,4 @@ def cluster_queue_seen(queue: Queue) -> ClusterQueueSeen:
             "reservingWorkloads": queue.reserving_workloads}
 
 
-kc.resolve_shapes(_ServedWorkload, _ServedQueue, LocalQueue, QueueObjectSeen)
+resolve(__name__)

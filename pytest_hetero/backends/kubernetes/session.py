@@ -24,6 +24,7 @@ from pytest_hetero.backends.kubernetes.queues import Served, discover
 from pytest_hetero.backends.kubernetes.watch import PodWatch
 from pytest_hetero.backends.labels import OWNER
 from pytest_hetero.backends.protocol import EngineFault, NodeFacts
+from pytest_hetero.declared import resolve
 from pytest_hetero.settings import Settings
 
 
@@ -237,4 +238,4 @@ class KubeSession:
             return self.node_feed
 
 
-kc.resolve_shapes(KubeTarget)
+resolve(__name__)

@@ -30,12 +30,13 @@ import msgspec
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from pytest_hetero.backends.kubernetes.client import connect, resolve_shapes
+from pytest_hetero.backends.kubernetes.client import connect
 from pytest_hetero.backends.kubernetes.manifests import (
     ObjectList,
     ServedDaemonSet,
 )
 from pytest_hetero.backends.kubernetes.objects import Node, parse_node, parse_pod
+from pytest_hetero.declared import resolve
 
 T = TypeVar("T")
 
@@ -267,4 +268,4 @@ def snapshot_of_target(target: dict[str, Any], context: str | None, namespaces: 
     return take_snapshot(api, [*namespaces, namespace])
 
 
-resolve_shapes(Object, _ServedDaemonSet)
+resolve(__name__)

@@ -65,6 +65,7 @@ from pytest_hetero.backends.sandbox.zygote import Zygote, ZygoteFailed, args_pip
 from pytest_hetero.backends.slots import Slots, spread_facts, width
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread, wanted
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
+from pytest_hetero.declared import resolve
 from pytest_hetero.probes.usage import peak_rss, rusage_run_time, sampling
 from pytest_hetero.truth.view import model_input
 from pytest_hetero.truth.withhold import WithholdError, answer_files, find_in
@@ -797,3 +798,6 @@ def _drain_fds(fds: tuple[int, int], out: CappedStream, err: CappedStream, reape
                     exited_at = time.perf_counter()
             elif time.perf_counter() - exited_at >= DRAIN_AFTER_EXIT_S:
                 return
+
+
+resolve(__name__)
