@@ -43,11 +43,11 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.errors import HeteroError, Location
-from pytest_hetero.status.snapshots import ClusterSnapshot
 
 if TYPE_CHECKING:
     from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.status.apiserver import AuditEvent
+    from pytest_hetero.status.snapshots import ClusterSnapshot
 
 AUDIT_API_VERSION = "audit.k8s.io/v1"
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -441,6 +441,8 @@ def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], na
     change to a pool object by anyone but the control plane whose pools ``intended`` does not all name."""
     listed: list[ListedChange] = []
     findings: list[Finding] = []
+    from pytest_hetero.status.snapshots import ClusterSnapshot
+
     seen = [ClusterSnapshot.parse(s) for s in snapshots]
     members = pool_members(matrix, seen)
     actors: set[str] = set()

@@ -33,6 +33,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
+import msgspec
+
 from pytest_hetero.status.snapshots import ClusterSnapshot, SnapshotNode
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
@@ -202,6 +204,17 @@ class ChangeRecord(TypedDict):
     intended: list[str]
 
 
+class _ChangeGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A change record as given (a file's mapping, or the inline pairs with ``intended`` split at commas), its
+    keys checked against :data:`CHANGE_KEYS` first: ``operator``, ``ticket`` and ``reason`` any YAML value (None
+    when absent), ``intended`` a list of names (None when absent or null: none)."""
+
+    operator: object = None
+    ticket: object = None
+    reason: object = None
+    intended: list[str] | None = None
+
+
 class ChangeImpact(ChangeRecord):
     """A :class:`ChangeRecord` with its observed impact (:func:`impact`; each None when not measured): the
     resources a drift affected, those of them not ``intended``, the intended ones not observed; and, with
@@ -263,17 +276,18 @@ def _parse_change(value: str) -> ChangeRecord:
                                     hint="e.g. --hetero-change 'operator=alice; ticket=OPS-1; reason=driver 560; "
                                          "intended=gpu-h100'")
             raw[key.strip()] = text.strip()
-        if isinstance(raw.get("intended"), str):
+        if "intended" in raw:  # inline: comma-separated names
             raw["intended"] = [n.strip() for n in raw["intended"].split(",") if n.strip()]
     unknown = sorted(set(raw) - set(CHANGE_KEYS))
     if unknown:
         raise SettingsError(f"--hetero-change: unknown key(s) {', '.join(unknown)}",
                             hint=f"use {', '.join(CHANGE_KEYS)}")
-    intended = raw.get("intended") or []
-    if not isinstance(intended, list) or not all(isinstance(n, str) for n in intended):
-        raise SettingsError("--hetero-change: intended must be a list of resource names")
-    return {"operator": raw.get("operator"), "ticket": raw.get("ticket"), "reason": raw.get("reason"),
-            "intended": list(intended)}
+    try:
+        given = msgspec.convert(raw, _ChangeGiven)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"--hetero-change: intended must be a list of resource names ({exc})") from None
+    return {"operator": given.operator, "ticket": given.ticket, "reason": given.reason,
+            "intended": list(given.intended or [])}
 
 
 def impact(change: ChangeRecord, observed: dict[str, list[str]] | None) -> ChangeImpact:
