@@ -221,3 +221,19 @@ def test_a_throughput_floor_not_given_bounds_nothing(tmp_path: Path) -> None:
     [result] = evaluate(rules, levels)
     assert (result["expected"], result["verdict"]) == ("samples/s ≥ 60 at every concurrency level", "fail")
     assert result["detail"] == "bound missed at c=1: 500 req/s, 50 samples/s"
+
+
+def test_service_levels_of_another_shape_are_not_evaluable_naming_the_field(tmp_path: Path) -> None:
+    """``outputs.service.levels`` is read as its declared shape (acceptance.ServiceLevel): a level without the
+    statistic a rule needs, or a field of another type, makes the rule not evaluable, saying which (a KeyError's
+    or TypeError's text before); an absent or null service is still "no service levels"."""
+    rules = _rules(tmp_path, "  - {name: e, error_rate: {max: 0.1}}\n  - {name: t, throughput: {min_rps: 1}}\n")
+    partial = evaluate(rules, {"service": {"levels": [{"concurrency": 1, "requests_per_s": 5.0}]}})
+    assert [(r["verdict"], r["detail"], r.get("problem")) for r in partial] == [
+        ("not_evaluable", "cannot evaluate: load level c=1 has no error_rate, errors or requests", "invalid"),
+        ("not_evaluable", "cannot evaluate: load level c=1 has no requests_per_s or samples_per_s", "invalid")]
+    [wrong, _] = evaluate(rules, {"service": {"levels": [{"concurrency": "1", "error_rate": 0.0}]}})
+    assert wrong["detail"] == ("cannot evaluate: outputs.service is not the gate's load levels: Expected `int`, got "
+                               "`str` - at `$.service.levels[0].concurrency`")
+    assert evaluate(rules, {"service": None})[0]["detail"] == (
+        "cannot evaluate: outputs have no service levels (not the run of a served model?)")

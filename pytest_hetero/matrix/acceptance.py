@@ -50,6 +50,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard, cast
 
+import msgspec
+
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
 from pytest_hetero.matrix import gate_metrics
 from pytest_hetero.matrix.truth_table import slice_text
@@ -734,32 +736,69 @@ def _as_float(value: object) -> float:
     raise TypeError(f"float() argument must be a string or a real number, not '{type(value).__name__}'")
 
 
-def _service_latency(body: ServiceLatencyBody, level: Any) -> tuple[bool, str]:
+class ServiceLevel(msgspec.Struct, frozen=True, kw_only=True):
+    """One load level of ``outputs.service.levels`` as the service rules read it: the statistics
+    :func:`pytest_hetero.serving.load.summarise` writes (:class:`~pytest_hetero.serving.load.LevelSummary`), its
+    ``concurrency`` required; a statistic absent or null is None, and a rule that needs it cannot be evaluated on
+    that level (``latencies_ms`` absent: no successful request, as an empty list)."""
+
+    concurrency: int
+    latencies_ms: list[float] | None = None
+    error_rate: float | None = None
+    errors: int | None = None
+    requests: int | None = None
+    requests_per_s: float | None = None
+    samples_per_s: float | None = None
+
+
+class _Service(msgspec.Struct, frozen=True, kw_only=True):
+    """``outputs.service``: its load ``levels`` (None when absent or null)."""
+
+    levels: list[ServiceLevel] | None = None
+
+
+class _Served(msgspec.Struct, frozen=True, kw_only=True):
+    """The outputs of a served model as the service rules read them: ``service`` (None when absent or null; the
+    other fields, the model's, are not read here)."""
+
+    service: _Service | None = None
+
+
+def _lacks(level: ServiceLevel, names: str) -> NotEvaluable:
+    return NotEvaluable(f"load level c={level.concurrency} has no {names}", "invalid")
+
+
+def _service_latency(body: ServiceLatencyBody, level: ServiceLevel) -> tuple[bool, str]:
     """Whether a load level meets a service_latency rule's bound, and what it measured in words."""
-    lat = level.get("latencies_ms") or []
+    lat = level.latencies_ms or []
     value = round(percentile(lat, float(body["percentile"])), 3) if lat else None
     ok = value is not None and value <= float(body["max_ms"])
-    return ok, f"c={level['concurrency']}: p{body['percentile']} {value} ms"
+    return ok, f"c={level.concurrency}: p{body['percentile']} {value} ms"
 
 
-def _error_rate(body: ErrorRateBody, level: Any) -> tuple[bool, str]:
-    """Whether a load level meets an error_rate rule's bound, and what it measured in words."""
-    value = float(level["error_rate"])
-    ok = value <= float(body["max"])
-    return ok, f"c={level['concurrency']}: {value:.4f} ({level['errors']}/{level['requests']})"
+def _error_rate(body: ErrorRateBody, level: ServiceLevel) -> tuple[bool, str]:
+    """Whether a load level meets an error_rate rule's bound, and what it measured in words. Raises
+    :class:`NotEvaluable` when the level lacks its error rate, errors or requests."""
+    if level.error_rate is None or level.errors is None or level.requests is None:
+        raise _lacks(level, "error_rate, errors or requests")
+    ok = level.error_rate <= float(body["max"])
+    return ok, f"c={level.concurrency}: {level.error_rate:.4f} ({level.errors}/{level.requests})"
 
 
-def _throughput(body: ThroughputBody, level: Any) -> tuple[bool, str]:
-    """Whether a load level meets a throughput rule's floors (an absent floor: 0), and what it measured in words."""
-    rps, sps = float(level["requests_per_s"]), float(level["samples_per_s"])
+def _throughput(body: ThroughputBody, level: ServiceLevel) -> tuple[bool, str]:
+    """Whether a load level meets a throughput rule's floors (an absent floor: 0), and what it measured in words.
+    Raises :class:`NotEvaluable` when the level lacks requests_per_s or samples_per_s."""
+    rps, sps = level.requests_per_s, level.samples_per_s
+    if rps is None or sps is None:
+        raise _lacks(level, "requests_per_s or samples_per_s")
     ok = rps >= float(body["min_rps"] or 0) and sps >= float(body["min_sps"] or 0)
-    return ok, f"c={level['concurrency']}: {rps:g} req/s, {sps:g} samples/s"
+    return ok, f"c={level.concurrency}: {rps:g} req/s, {sps:g} samples/s"
 
 
 def _evaluate_service(rule: AcceptanceRule, outputs: ModelOutputs) -> RuleVerdict:
     """A service rule's result (see :func:`evaluate`) over the load levels the gate measured
     (``outputs.service.levels``); raises :class:`NotEvaluable` when there are none, or none at its concurrency."""
-    judge: Callable[[Any], tuple[bool, str]]
+    judge: Callable[[ServiceLevel], tuple[bool, str]]
     if rule["kind"] == "service_latency":
         latency = rule["service_latency"]
         wanted, expected = latency["concurrency"], f"p{latency['percentile']} ≤ {latency['max_ms']} ms"
@@ -773,14 +812,17 @@ def _evaluate_service(rule: AcceptanceRule, outputs: ModelOutputs) -> RuleVerdic
         wanted = floors["concurrency"]
         expected = " and ".join(f"{label} ≥ {floors[key]}" for key, label in _FLOORS if floors[key] is not None)
         judge = partial(_throughput, floors)
-    service = outputs.fields.get("service") or {}
-    levels = service.get("levels") if isinstance(service, dict) else None
-    if not isinstance(levels, list) or not levels:
+    try:
+        served = msgspec.convert(outputs.fields, _Served)
+    except msgspec.ValidationError as exc:
+        raise NotEvaluable(f"outputs.service is not the gate's load levels: {exc}", "invalid") from None
+    levels = served.service.levels if served.service is not None else None
+    if not levels:
         raise NotEvaluable("outputs have no service levels (not the run of a served model?)")
-    chosen = [lv for lv in levels if wanted is None or lv["concurrency"] == wanted]
+    chosen = [lv for lv in levels if wanted is None or lv.concurrency == wanted]
     if not chosen:
         raise NotEvaluable(f"no load level at concurrency {wanted} (measured: "
-                           f"{', '.join(str(lv['concurrency']) for lv in levels)})")
+                           f"{', '.join(str(lv.concurrency) for lv in levels)})")
     observed, bad = [], []
     for lv in chosen:
         ok, text = judge(lv)
