@@ -349,14 +349,15 @@ def _check_rule(rule: dict[str, object], name: str, kind: str, loc: Location) ->
             raise CaseError(f"rule '{name}': tolerance applies to op == and != only, as a number "
                             f"(op {op}, tolerance {rule['tolerance']!r})", loc,
                             "drop tolerance, or use op: '==' with tolerance: 0.03")
+        _check_finite_bound(name, value, "value", "e.g. value: 0.95", loc)
     if kind == "latency":
         lat = rule["latency"]
         pct = lat.get("percentile") if isinstance(lat, dict) else None
-        if not isinstance(lat, dict) or not isinstance(lat.get("max_ms"), (int, float)) \
-                or not isinstance(pct, (int, float)) or not 0 <= pct <= 100:
+        max_ms = lat.get("max_ms") if isinstance(lat, dict) else None
+        if not isinstance(max_ms, (int, float)) or not isinstance(pct, (int, float)) or not 0 <= pct <= 100:
             raise CaseError(f"rule '{name}': latency needs percentile (0-100) and max_ms",
                             loc, "e.g. latency: {percentile: 95, max_ms: 20}")
-    _check_finite_bound(rule, name, kind, loc)
+        _check_finite_bound(name, max_ms, "latency max_ms", "e.g. latency: {percentile: 95, max_ms: 20}", loc)
     if kind == "golden":
         _check_golden(name, rule["golden"], loc)
     if kind in ("golden", "latency"):
@@ -403,18 +404,11 @@ def _check_golden(name: str, gold: Any, loc: Location) -> None:
                         "e.g. {index: 0, expected: 0.5, tolerance: 0.01}")
 
 
-def _check_finite_bound(rule: dict[str, object], name: str, kind: str, loc: Location) -> None:
+def _check_finite_bound(name: str, bound: float, field: str, hint: str, loc: Location) -> None:
     """Raise :class:`CaseError` when the bound a metric or latency rule writes into its result (``bound.value``:
-    its ``value``, its ``max_ms``; numbers already) is NaN or ±Infinity: the journal writes those as null
-    (:func:`pytest_hetero.evidence.journal.finite`), and a ``business.rules`` record whose bound is null is refused
-    by every reader of the bundle."""
-    body = rule.get(kind)
-    if kind == "metric":
-        bound, field, hint = rule.get("value"), "value", "e.g. value: 0.95"
-    elif kind == "latency" and isinstance(body, dict):
-        bound, field, hint = body.get("max_ms"), "latency max_ms", "e.g. latency: {percentile: 95, max_ms: 20}"
-    else:
-        return
+    its ``value``, its ``max_ms``; numbers already, named ``field``) is NaN or ±Infinity: the journal writes those as
+    null (:func:`pytest_hetero.evidence.journal.finite`), and a ``business.rules`` record whose bound is null is
+    refused by every reader of the bundle."""
     if isinstance(bound, float) and not math.isfinite(bound):
         raise CaseError(f"rule '{name}': {field} must be a finite number, not {bound}", loc, hint)
 
