@@ -150,3 +150,20 @@ def test_a_snapshot_section_of_another_type_is_named_by_its_path() -> None:
     marked = ClusterSnapshot.parse({"kueue": {"served": False}, "nodes": {"gpu-1": {"taints": []}, "gone": None}})
     assert marked.sections["kueue.localqueues"] is None and marked.cluster_queues == {}
     assert (marked.nodes["gpu-1"].labels, marked.nodes["gpu-1"].taints, marked.nodes["gone"].present) == (None, [], False)
+
+
+def test_a_baseline_snapshot_is_read_from_the_cluster_section_as_the_gate_writes_it() -> None:
+    """status.drift.baseline_snapshot: the matrix's snapshot (a new mapping), None without one; a cluster section of
+    another shape is refused naming the field (a KeyError or AttributeError before)."""
+    from pytest_hetero.status.drift import baseline_snapshot
+
+    snap: dict[str, Any] = {"nodes": {}}
+    evidence: Any = {"items": [], "cluster": {"snapshots": [
+        {"matrix": "a", "taken_at": "2026-12-04T00:00:00Z", "sha256": "0" * 64, "snapshot": snap}]}}
+    found = baseline_snapshot(evidence, "a")
+    assert found == snap and found is not snap
+    none: Any = {"items": []}
+    assert baseline_snapshot(evidence, "b") is None and baseline_snapshot(none, "a") is None
+    evidence["cluster"]["snapshots"][0].pop("snapshot")
+    with pytest.raises(SettingsError, match=r"not the gate's: .*`snapshot` - at `\$\.cluster\.snapshots\[0\]`"):
+        baseline_snapshot(evidence, "a")

@@ -332,9 +332,41 @@ def drift_since(baseline: EvidenceDocument, label: str, matrix: Matrix, plan: Pl
     return old, changes, affected_items(changes, matrix, plan, old, live)
 
 
+class _SnapshotTaken(msgspec.Struct, frozen=True, kw_only=True):
+    """An entry of an evidence document's ``cluster.snapshots`` as a baseline is read for it (written by
+    :mod:`pytest_hetero.pytest_plugin.drift`: also ``taken_at`` and ``sha256``): the matrix and its snapshot."""
+
+    matrix: str
+    snapshot: dict[str, Any]
+
+
+class _ClusterSection(msgspec.Struct, frozen=True, kw_only=True):
+    """An evidence document's ``cluster`` section as a baseline is read for it: the ``snapshots`` taken (None when
+    absent or null: none)."""
+
+    snapshots: list[_SnapshotTaken] | None = None
+
+
+class _Baseline(msgspec.Struct, frozen=True, kw_only=True):
+    """The part of a baseline bundle's evidence a snapshot is read from: its ``cluster`` section (None when absent
+    or null: the run took no snapshot)."""
+
+    cluster: _ClusterSection | None = None
+
+
 def baseline_snapshot(evidence: EvidenceDocument, matrix_name: str) -> dict[str, Any] | None:
-    """The snapshot a baseline bundle's evidence recorded for ``matrix_name`` (None: none recorded)."""
-    for entry in (evidence.get("cluster") or {}).get("snapshots") or []:
-        if entry.get("matrix") == matrix_name:
-            return dict(entry["snapshot"])
+    """The snapshot a baseline bundle's evidence recorded for ``matrix_name`` (None: none recorded; a new mapping).
+    Raises SettingsError naming the field when the evidence's ``cluster`` section is not of the shape the gate
+    writes (an entry without its matrix or snapshot, a section of another type)."""
+    from pytest_hetero.errors import SettingsError
+
+    try:
+        cluster = msgspec.convert(evidence, _Baseline).cluster
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"the baseline bundle's cluster snapshots are not the gate's: {exc}",
+                            hint="give the bundle of a run with --hetero-snapshot, as the gate wrote it") from None
+    taken = cluster.snapshots if cluster is not None else None
+    for entry in taken or []:
+        if entry.matrix == matrix_name:
+            return entry.snapshot
     return None
