@@ -98,6 +98,9 @@ def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: d
      "rule 'x' must have exactly one of metric, golden, latency"),
     ("  - {name: x, latency: {percentile: 101, max_ms: 1}}\n",
      "rule 'x': latency needs percentile (0-100) and max_ms"),
+    # a boolean is no bound (YAML's true read as 1: 'p95 ≤ True ms'); accepted before the body's shape was declared
+    ("  - {name: x, latency: {percentile: 95, max_ms: true}, self_reported: true}\n",
+     "rule 'x': latency needs percentile (0-100) and max_ms"),
     ("  - {metric: accuracy}\n", "each rule needs a name"),
     ("  - {name: x, metric: avg(latency_ms), op: '<=', value: 1}\n",
      "rule 'x': metric 'avg(latency_ms)' is neither a metric name nor mean(field), min(field), max(field) or "

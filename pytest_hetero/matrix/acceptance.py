@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeGuard, cast
 
 import msgspec
 
@@ -86,6 +86,61 @@ def _number(value: Any) -> bool:
 
 RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tolerance", "self_reported", "slice")
 """Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
+
+Number = int | float
+"""A bound as YAML writes it (an integer stays one: ``p95`` in an expectation, not ``p95.0``); never a bool."""
+Percent = Annotated[int, msgspec.Meta(ge=0, le=100)] | Annotated[float, msgspec.Meta(ge=0, le=100)]
+"""A percentile, 0–100 (NaN is not one)."""
+
+
+class _LatencyBounds(msgspec.Struct, frozen=True, kw_only=True):
+    """The bounds a latency rule's body must give (its other keys: :func:`_check_body_keys`)."""
+
+    percentile: Percent
+    max_ms: Number
+
+
+class _GoldenSampleGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A golden sample as it must be written: an ``index`` and the ``expected`` answer (any values; ``tolerance``
+    is checked on its own, with its own message)."""
+
+    index: object
+    expected: object
+
+
+class _GoldenGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A golden rule's body as it must be written: its ``samples`` (its other keys: :func:`_check_body_keys`)."""
+
+    samples: list[_GoldenSampleGiven]
+
+
+class _ServiceLatencyGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A service_latency rule's body as it must be written (a ``concurrency`` level, or None: every level)."""
+
+    percentile: Percent
+    max_ms: Number
+    concurrency: int | None = None
+
+
+class _ErrorRateGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """An error_rate rule's body as it must be written (a ``concurrency`` level, or None: every level)."""
+
+    max: Number
+    concurrency: int | None = None
+
+
+class _ThroughputGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A throughput rule's body as it must be written: ``min_rps`` and/or ``min_sps`` (UNSET when not given; at
+    least one is), a ``concurrency`` level or None (every level)."""
+
+    min_rps: Number | msgspec.UnsetType = msgspec.UNSET
+    min_sps: Number | msgspec.UnsetType = msgspec.UNSET
+    concurrency: int | None = None
+
+
+_SERVICE_GIVEN: dict[str, type[_ServiceLatencyGiven] | type[_ErrorRateGiven] | type[_ThroughputGiven]] = {
+    "service_latency": _ServiceLatencyGiven, "error_rate": _ErrorRateGiven, "throughput": _ThroughputGiven}
+"""Each service rule kind's body as it must be written (:func:`_check_service_rule`)."""
 
 
 class GoldenSample(TypedDict):
@@ -351,13 +406,12 @@ def _check_rule(rule: dict[str, object], name: str, kind: str, loc: Location) ->
                             "drop tolerance, or use op: '==' with tolerance: 0.03")
         _check_finite_bound(name, value, "value", "e.g. value: 0.95", loc)
     if kind == "latency":
-        lat = rule["latency"]
-        pct = lat.get("percentile") if isinstance(lat, dict) else None
-        max_ms = lat.get("max_ms") if isinstance(lat, dict) else None
-        if not isinstance(max_ms, (int, float)) or not isinstance(pct, (int, float)) or not 0 <= pct <= 100:
+        try:
+            bounds = msgspec.convert(rule["latency"], _LatencyBounds)
+        except msgspec.ValidationError:
             raise CaseError(f"rule '{name}': latency needs percentile (0-100) and max_ms",
-                            loc, "e.g. latency: {percentile: 95, max_ms: 20}")
-        _check_finite_bound(name, max_ms, "latency max_ms", "e.g. latency: {percentile: 95, max_ms: 20}", loc)
+                            loc, "e.g. latency: {percentile: 95, max_ms: 20}") from None
+        _check_finite_bound(name, bounds.max_ms, "latency max_ms", "e.g. latency: {percentile: 95, max_ms: 20}", loc)
     if kind == "golden":
         _check_golden(name, rule["golden"], loc)
     if kind in ("golden", "latency"):
@@ -392,11 +446,14 @@ def _check_body_keys(name: str, kind: str, body: object, loc: Location) -> None:
 
 
 def _check_golden(name: str, gold: Any, loc: Location) -> None:
-    if not isinstance(gold, dict) or not isinstance(gold.get("samples"), list) or not all(
-            isinstance(s, dict) and "index" in s and "expected" in s for s in gold["samples"]):
+    """Raise :class:`CaseError` when a golden rule's body is not written as :class:`_GoldenGiven`, has no sample,
+    or a sample's ``tolerance`` is not a number."""
+    try:
+        given = msgspec.convert(gold, _GoldenGiven)
+    except msgspec.ValidationError:
         raise CaseError(f"rule '{name}': golden needs samples: [{{index, expected}}]",
-                        loc, "e.g. samples: [{index: 0, expected: 7}]")
-    if not gold["samples"]:
+                        loc, "e.g. samples: [{index: 0, expected: 7}]") from None
+    if not given.samples:
         raise CaseError(f"rule '{name}': golden samples is empty: it would prove nothing", loc,
                         "list at least one sample, e.g. samples: [{index: 0, expected: 7}], or drop the rule")
     if any("tolerance" in x and not _number(x["tolerance"]) for x in gold["samples"]):
@@ -413,15 +470,17 @@ def _check_finite_bound(name: str, bound: float, field: str, hint: str, loc: Loc
         raise CaseError(f"rule '{name}': {field} must be a finite number, not {bound}", loc, hint)
 
 
-def _check_service_rule(name: str, kind: str, body: Any, loc: Location) -> None:
+def _check_service_rule(name: str, kind: str, body: object, loc: Location) -> None:
+    """Raise :class:`CaseError` when a service rule's body is not written as its kind's
+    (:data:`_SERVICE_GIVEN`: numbers, not bools; a percentile 0–100; a whole concurrency; throughput one floor at
+    least)."""
     keys, hint = SERVICE_CHECKS[kind]
-    numbers = isinstance(body, dict) and all(
-        isinstance(body[k], (int, float)) and not isinstance(body[k], bool) for k in keys if k in body)
-    present = [k for k in keys if isinstance(body, dict) and k in body]
-    enough = bool(present) if kind == "throughput" else len(present) == len(keys)
-    level = body.get("concurrency") if isinstance(body, dict) else None
-    if not numbers or not enough or (level is not None and not isinstance(level, int)) or (
-            kind == "service_latency" and not 0 <= float(body["percentile"]) <= 100):
+    try:
+        given = msgspec.convert(body, _SERVICE_GIVEN[kind])
+    except msgspec.ValidationError:
+        given = None
+    if given is None or (isinstance(given, _ThroughputGiven) and given.min_rps is msgspec.UNSET
+                         and given.min_sps is msgspec.UNSET):
         needs = " and ".join(keys) if kind != "throughput" else "min_rps or min_sps"
         raise CaseError(f"rule '{name}': {kind} needs numeric {needs}",
                         loc, hint)
