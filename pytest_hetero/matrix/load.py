@@ -19,6 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
+
 from pytest_hetero import LAYERS
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
@@ -644,11 +646,27 @@ def load_earlier_version(old: Path, current: list[Path]) -> Matrix:
     return load_matrix(old)
 
 
-def _metadata_name(doc: object) -> object:
-    """``metadata.name`` of a parsed YAML document not yet checked against the schema, as written (None when the
-    document, its ``metadata`` or the name is missing: the schema check of :func:`load_matrix` then says so)."""
-    metadata = doc.get("metadata") if isinstance(doc, dict) else None
-    return metadata.get("name") if isinstance(metadata, dict) else None
+class _Metadata(msgspec.Struct, frozen=True, kw_only=True):
+    """``metadata`` as :func:`_metadata_name` reads it: the ``name`` (None when absent or null)."""
+
+    name: str | None = None
+
+
+class _Named(msgspec.Struct, frozen=True, kw_only=True):
+    """A matrix document as :func:`_metadata_name` reads it: its ``metadata`` (None when absent or null)."""
+
+    metadata: _Metadata | None = None
+
+
+def _metadata_name(doc: object) -> str | None:
+    """``metadata.name`` of a parsed YAML document not yet checked against the schema (None when the document is
+    no mapping, or its ``metadata`` or the name is missing or of another type: the schema check of
+    :func:`load_matrix` then says so)."""
+    try:
+        metadata = msgspec.convert(doc, _Named).metadata
+    except msgspec.ValidationError:
+        return None
+    return metadata.name if metadata is not None else None
 
 
 def _display(path: Path) -> str:
