@@ -243,3 +243,15 @@ def test_service_levels_of_another_shape_are_not_evaluable_naming_the_field(tmp_
                                "`str` - at `$.service.levels[0].concurrency`")
     assert evaluate(rules, {"service": None})[0]["detail"] == (
         "cannot evaluate: outputs have no service levels (not the run of a served model?)")
+
+
+def test_outputs_metrics_that_are_no_object_report_nothing() -> None:
+    """acceptance.ModelOutputs: ``outputs.metrics`` read as its declared shape (name → value); absent, null or of
+    another type it reports nothing, and the outputs' other fields stay as written."""
+    from pytest_hetero.matrix.acceptance import ModelOutputs
+
+    for outputs in ({"metrics": [0.9]}, {"metrics": None}, {"predictions": [1]}):
+        read = ModelOutputs.parse(outputs)
+        assert (dict(read.metrics), read.fields) == ({}, outputs)
+    assert dict(ModelOutputs.parse({"metrics": {"acc": None}}).metrics) == {"acc": None}
+    assert ModelOutputs.parse([1]).fields == {}

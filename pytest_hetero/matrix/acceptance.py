@@ -530,8 +530,18 @@ class ModelOutputs:
         """Read ``outputs`` (anything else than a JSON object reads as an empty one). Never raises."""
         if not isinstance(outputs, dict):
             return cls({}, {})
-        found = outputs.get("metrics")
-        return cls(outputs, found if isinstance(found, dict) else {})
+        try:
+            reported = msgspec.convert(outputs, _Reported).metrics
+        except msgspec.ValidationError:  # metrics that are no object: nothing reported
+            reported = None
+        return cls(outputs, reported or {})
+
+
+class _Reported(msgspec.Struct, frozen=True, kw_only=True):
+    """What a model's outputs report about the model itself: ``metrics``, name → value as written (None when absent
+    or null; the values are judged by the rules: :func:`metric_value`)."""
+
+    metrics: dict[str, object] | None = None
 
 
 def _numbers(outputs: ModelOutputs, name: str) -> list[float]:
