@@ -337,7 +337,7 @@ class _SnapshotTaken(msgspec.Struct, frozen=True, kw_only=True):
     :mod:`pytest_hetero.pytest_plugin.drift`: also ``taken_at`` and ``sha256``): the matrix and its snapshot."""
 
     matrix: str
-    snapshot: dict[str, Any]
+    snapshot: dict[str, object]
 
 
 class _ClusterSection(msgspec.Struct, frozen=True, kw_only=True):
