@@ -98,6 +98,9 @@ def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: d
      "rule 'x' must have exactly one of metric, golden, latency"),
     ("  - {name: x, latency: {percentile: 101, max_ms: 1}}\n",
      "rule 'x': latency needs percentile (0-100) and max_ms"),
+    # a boolean is no bound (YAML's true read as 1: 'p95 ≤ True ms'); accepted before the body's shape was declared
+    ("  - {name: x, latency: {percentile: 95, max_ms: true}, self_reported: true}\n",
+     "rule 'x': latency needs percentile (0-100) and max_ms"),
     ("  - {metric: accuracy}\n", "each rule needs a name"),
     ("  - {name: x, metric: avg(latency_ms), op: '<=', value: 1}\n",
      "rule 'x': metric 'avg(latency_ms)' is neither a metric name nor mean(field), min(field), max(field) or "
@@ -108,6 +111,9 @@ def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: d
      "rule 'x': a golden sample's tolerance must be a number"),
     ("  - {name: x, golden: {samples: []}}\n",
      "rule 'x': golden samples is empty: it would prove nothing"),
+    ("  - {name: x, metric: accuracy, op: '>=', value: .nan}\n", "rule 'x': value must be a finite number, not nan"),
+    ("  - {name: x, latency: {percentile: 95, max_ms: -.inf}, self_reported: true}\n",
+     "rule 'x': latency max_ms must be a finite number, not -inf"),
     ("  - {name: x, golden: {field: [1], samples: [{index: 0, expected: 1}]}}\n",
      "rule 'x': golden.field names an outputs list, as text ([1])"),
     ("  - {name: x, golden: {key: '', samples: [{index: 0, expected: 1}]}}\n",
@@ -221,3 +227,31 @@ def test_a_throughput_floor_not_given_bounds_nothing(tmp_path: Path) -> None:
     [result] = evaluate(rules, levels)
     assert (result["expected"], result["verdict"]) == ("samples/s ≥ 60 at every concurrency level", "fail")
     assert result["detail"] == "bound missed at c=1: 500 req/s, 50 samples/s"
+
+
+def test_service_levels_of_another_shape_are_not_evaluable_naming_the_field(tmp_path: Path) -> None:
+    """``outputs.service.levels`` is read as its declared shape (acceptance.ServiceLevel): a level without the
+    statistic a rule needs, or a field of another type, makes the rule not evaluable, saying which (a KeyError's
+    or TypeError's text before); an absent or null service is still "no service levels"."""
+    rules = _rules(tmp_path, "  - {name: e, error_rate: {max: 0.1}}\n  - {name: t, throughput: {min_rps: 1}}\n")
+    partial = evaluate(rules, {"service": {"levels": [{"concurrency": 1, "requests_per_s": 5.0}]}})
+    assert [(r["verdict"], r["detail"], r.get("problem")) for r in partial] == [
+        ("not_evaluable", "cannot evaluate: load level c=1 has no error_rate, errors or requests", "invalid"),
+        ("not_evaluable", "cannot evaluate: load level c=1 has no requests_per_s or samples_per_s", "invalid")]
+    [wrong, _] = evaluate(rules, {"service": {"levels": [{"concurrency": "1", "error_rate": 0.0}]}})
+    assert wrong["detail"] == ("cannot evaluate: outputs.service is not the gate's load levels: Expected `int`, got "
+                               "`str` - at `$.service.levels[0].concurrency`")
+    assert evaluate(rules, {"service": None})[0]["detail"] == (
+        "cannot evaluate: outputs have no service levels (not the run of a served model?)")
+
+
+def test_outputs_metrics_that_are_no_object_report_nothing() -> None:
+    """acceptance.ModelOutputs: ``outputs.metrics`` read as its declared shape (name → value); absent, null or of
+    another type it reports nothing, and the outputs' other fields stay as written."""
+    from pytest_hetero.matrix.acceptance import ModelOutputs
+
+    for outputs in ({"metrics": [0.9]}, {"metrics": None}, {"predictions": [1]}):
+        read = ModelOutputs.parse(outputs)
+        assert (dict(read.metrics), read.fields) == ({}, outputs)
+    assert dict(ModelOutputs.parse({"metrics": {"acc": None}}).metrics) == {"acc": None}
+    assert ModelOutputs.parse([1]).fields == {}

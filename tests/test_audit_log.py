@@ -120,7 +120,9 @@ def test_managed_fields_name_a_manager_not_a_user(matrix: Any) -> None:
                     {"manager": "kubectl-patch", "operation": "Update", "time": "2026-12-02T13:47:02Z"},
                     {"manager": "kube-controller-manager", "operation": "Update", "time": "2026-12-02T13:47:02Z",
                      "subresource": "status"},
-                    {"manager": "helm", "operation": "Apply", "time": "2026-12-01T09:00:00Z"}]}]
+                    {"manager": "helm", "operation": "Apply", "time": "2026-12-01T09:00:00Z"},
+                    # not a ManagedFieldsEntry (no apiserver serves one): left out, as a non-object entry is
+                    {"manager": ["x"], "operation": "Update", "time": "2026-12-02T13:47:02Z"}]}]
     window = managed_changes(objects, EARLY, LATE)
     assert (window.writes, window.outside) == (1, 1)
     [change] = window.changes
@@ -172,7 +174,16 @@ def test_wrong_json_and_wrong_kind_are_refused(tmp_path: Path) -> None:
     event = json.loads(SAMPLE.read_text().splitlines()[1])
     del event["user"]
     path.write_text(json.dumps(event) + "\n")
-    assert f"{path}:1: field 'user' missing or not a dict" in refused(path)
+    assert f"{path}:1: not an audit.k8s.io/v1 Event: Object missing required field `user`" in refused(path)
+    # an optional field of another type than the Event's is refused by its path, not read as text
+    event = json.loads(SAMPLE.read_text().splitlines()[1])
+    event["objectRef"]["name"] = 7
+    path.write_text(json.dumps(event) + "\n")
+    assert f"{path}:1: not an audit.k8s.io/v1 Event: Expected `str | null`, got `int` - at `$.objectRef.name`" in (
+        refused(path))
+    event["objectRef"]["name"], event["responseStatus"] = "gpu-quota", {"code": "200"}
+    path.write_text(json.dumps(event) + "\n")
+    assert "Expected `int | null`, got `str` - at `$.responseStatus.code`" in refused(path)
     event = json.loads(SAMPLE.read_text().splitlines()[1])
     event["stageTimestamp"] = "yesterday"
     path.write_text(json.dumps(event) + "\n")

@@ -5,6 +5,7 @@ tests/kubernetes/test_kube_drift.py), and the change record's parsing and intend
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,16 @@ def test_change_record_inline_file_and_errors(tmp_path: Path, setup: tuple[Any, 
         parse_change("operator=a; owner=b")
     with pytest.raises(SettingsError, match="is not key=value"):
         parse_change("just words")
+    (tmp_path / "c.yaml").write_text("intended: [gpu, 7]\n")
+    with pytest.raises(SettingsError, match=r"intended must be a list of resource names .*at `\$\.intended\[1\]`"):
+        parse_change(f"@{tmp_path / 'c.yaml'}")
+    # an empty text is no list of names either (it read as none before the record's shape was declared)
+    (tmp_path / "c.yaml").write_text("intended: ''\n")
+    with pytest.raises(SettingsError, match="intended must be a list of resource names"):
+        parse_change(f"@{tmp_path / 'c.yaml'}")
+    (tmp_path / "c.yaml").write_text("intended: null\nticket: 2026-12-01\n")
+    assert parse_change(f"@{tmp_path / 'c.yaml'}") == {"operator": None, "ticket": datetime.date(2026, 12, 1),
+                                                      "reason": None, "intended": []}
     _, plan = setup
     observed = observed_by_resource({"gpu::py::startup": "changed: x"}, plan)
     record = impact(parse_change("intended=cpu"), observed)
@@ -122,3 +133,37 @@ def test_snapshot_without_a_kubernetes_matrix_is_a_usage_error(pytester: pytest.
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--hetero-snapshot records the cluster of kubernetes matrices, and none is collected" in \
         "\n".join(result.errlines)
+
+
+def test_a_snapshot_section_of_another_type_is_named_by_its_path() -> None:
+    """The snapshot's declared sections (status/snapshots.py): a scheduler's key or ``nodes`` that is no object is
+    refused naming it (a snapshot's writer never writes one); a lister's marker or an absent section reads as
+    listed-nothing, as before."""
+    import msgspec
+
+    from pytest_hetero.status.snapshots import ClusterSnapshot
+
+    with pytest.raises(msgspec.ValidationError, match=r"at `\$\.kueue`"):
+        ClusterSnapshot.parse({"kueue": "v1beta2"})
+    with pytest.raises(msgspec.ValidationError, match=r"at `\$\.nodes`"):
+        ClusterSnapshot.parse({"nodes": ["gpu-1"]})
+    marked = ClusterSnapshot.parse({"kueue": {"served": False}, "nodes": {"gpu-1": {"taints": []}, "gone": None}})
+    assert marked.sections["kueue.localqueues"] is None and marked.cluster_queues == {}
+    assert (marked.nodes["gpu-1"].labels, marked.nodes["gpu-1"].taints, marked.nodes["gone"].present) == (None, [], False)
+
+
+def test_a_baseline_snapshot_is_read_from_the_cluster_section_as_the_gate_writes_it() -> None:
+    """status.drift.baseline_snapshot: the matrix's snapshot (a new mapping), None without one; a cluster section of
+    another shape is refused naming the field (a KeyError or AttributeError before)."""
+    from pytest_hetero.status.drift import baseline_snapshot
+
+    snap: dict[str, Any] = {"nodes": {}}
+    evidence: Any = {"items": [], "cluster": {"snapshots": [
+        {"matrix": "a", "taken_at": "2026-12-04T00:00:00Z", "sha256": "0" * 64, "snapshot": snap}]}}
+    found = baseline_snapshot(evidence, "a")
+    assert found == snap and found is not snap
+    none: Any = {"items": []}
+    assert baseline_snapshot(evidence, "b") is None and baseline_snapshot(none, "a") is None
+    evidence["cluster"]["snapshots"][0].pop("snapshot")
+    with pytest.raises(SettingsError, match=r"not the gate's: .*`snapshot` - at `\$\.cluster\.snapshots\[0\]`"):
+        baseline_snapshot(evidence, "a")

@@ -300,17 +300,22 @@ def test_the_validation_key_tells_types_apart() -> None:
     assert validated_key({"v": "2024-01-01"}) == as_text
 
 
-def test_an_earlier_version_without_metadata_name_is_a_matrix_problem(tmp_path: Path) -> None:
-    """``--hetero-affected-from`` with an old matrix whose metadata has no name: the schema names the missing
-    field (MatrixInvalid), as for any matrix; it raised KeyError('name') before the old file was checked."""
+@pytest.mark.parametrize(("metadata", "problem"), [
+    ("{labels: {team: a}}", ("'name' is a required property", "metadata")),
+    ("{name: [m]}", ("['m'] is not of type 'string'", "metadata.name")),
+    ("[m]", ("['m'] is not of type 'object'", "metadata"))])
+def test_an_earlier_version_without_metadata_name_is_a_matrix_problem(tmp_path: Path, metadata: str,
+                                                                      problem: tuple[str, str]) -> None:
+    """``--hetero-affected-from`` with an old matrix whose metadata has no name (or one of another type): the
+    schema names the field (MatrixInvalid), as for any matrix; it raised KeyError('name') before the old file was
+    checked."""
     from pytest_hetero.matrix.load import load_earlier_version
 
     (tmp_path / ".hetero-root").touch()
     new = tmp_path / "new.matrix.yaml"
     new.write_text(GOOD)
     old = tmp_path / "old.yaml"
-    old.write_text(GOOD.replace("metadata: {name: m}", "metadata: {labels: {team: a}}"))
+    old.write_text(GOOD.replace("metadata: {name: m}", f"metadata: {metadata}"))
     with pytest.raises(MatrixInvalid) as info:
         load_earlier_version(old, [new])
-    assert [(p.message, p.location.field) for p in info.value.problems] == [
-        ("'name' is a required property", "metadata")]
+    assert [(p.message, p.location.field) for p in info.value.problems] == [problem]

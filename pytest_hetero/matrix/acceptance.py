@@ -48,7 +48,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeGuard, cast
+
+import msgspec
 
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
 from pytest_hetero.matrix import gate_metrics
@@ -84,6 +86,61 @@ def _number(value: Any) -> bool:
 
 RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tolerance", "self_reported", "slice")
 """Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
+
+Number = int | float
+"""A bound as YAML writes it (an integer stays one: ``p95`` in an expectation, not ``p95.0``); never a bool."""
+Percent = Annotated[int, msgspec.Meta(ge=0, le=100)] | Annotated[float, msgspec.Meta(ge=0, le=100)]
+"""A percentile, 0–100 (NaN is not one)."""
+
+
+class _LatencyBounds(msgspec.Struct, frozen=True, kw_only=True):
+    """The bounds a latency rule's body must give (its other keys: :func:`_check_body_keys`)."""
+
+    percentile: Percent
+    max_ms: Number
+
+
+class _GoldenSampleGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A golden sample as it must be written: an ``index`` and the ``expected`` answer (any values; ``tolerance``
+    is checked on its own, with its own message)."""
+
+    index: object
+    expected: object
+
+
+class _GoldenGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A golden rule's body as it must be written: its ``samples`` (its other keys: :func:`_check_body_keys`)."""
+
+    samples: list[_GoldenSampleGiven]
+
+
+class _ServiceLatencyGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A service_latency rule's body as it must be written (a ``concurrency`` level, or None: every level)."""
+
+    percentile: Percent
+    max_ms: Number
+    concurrency: int | None = None
+
+
+class _ErrorRateGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """An error_rate rule's body as it must be written (a ``concurrency`` level, or None: every level)."""
+
+    max: Number
+    concurrency: int | None = None
+
+
+class _ThroughputGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A throughput rule's body as it must be written: ``min_rps`` and/or ``min_sps`` (UNSET when not given; at
+    least one is), a ``concurrency`` level or None (every level)."""
+
+    min_rps: Number | msgspec.UnsetType = msgspec.UNSET
+    min_sps: Number | msgspec.UnsetType = msgspec.UNSET
+    concurrency: int | None = None
+
+
+_SERVICE_GIVEN: dict[str, type[_ServiceLatencyGiven] | type[_ErrorRateGiven] | type[_ThroughputGiven]] = {
+    "service_latency": _ServiceLatencyGiven, "error_rate": _ErrorRateGiven, "throughput": _ThroughputGiven}
+"""Each service rule kind's body as it must be written (:func:`_check_service_rule`)."""
 
 
 class GoldenSample(TypedDict):
@@ -347,14 +404,14 @@ def _check_rule(rule: dict[str, object], name: str, kind: str, loc: Location) ->
             raise CaseError(f"rule '{name}': tolerance applies to op == and != only, as a number "
                             f"(op {op}, tolerance {rule['tolerance']!r})", loc,
                             "drop tolerance, or use op: '==' with tolerance: 0.03")
+        _check_finite_bound(name, value, "value", "e.g. value: 0.95", loc)
     if kind == "latency":
-        lat = rule["latency"]
-        pct = lat.get("percentile") if isinstance(lat, dict) else None
-        if not isinstance(lat, dict) or not isinstance(lat.get("max_ms"), (int, float)) \
-                or not isinstance(pct, (int, float)) or not 0 <= pct <= 100:
+        try:
+            bounds = msgspec.convert(rule["latency"], _LatencyBounds)
+        except msgspec.ValidationError:
             raise CaseError(f"rule '{name}': latency needs percentile (0-100) and max_ms",
-                            loc, "e.g. latency: {percentile: 95, max_ms: 20}")
-    _check_finite_bound(rule, name, kind, loc)
+                            loc, "e.g. latency: {percentile: 95, max_ms: 20}") from None
+        _check_finite_bound(name, bounds.max_ms, "latency max_ms", "e.g. latency: {percentile: 95, max_ms: 20}", loc)
     if kind == "golden":
         _check_golden(name, rule["golden"], loc)
     if kind in ("golden", "latency"):
@@ -389,11 +446,14 @@ def _check_body_keys(name: str, kind: str, body: object, loc: Location) -> None:
 
 
 def _check_golden(name: str, gold: Any, loc: Location) -> None:
-    if not isinstance(gold, dict) or not isinstance(gold.get("samples"), list) or not all(
-            isinstance(s, dict) and "index" in s and "expected" in s for s in gold["samples"]):
+    """Raise :class:`CaseError` when a golden rule's body is not written as :class:`_GoldenGiven`, has no sample,
+    or a sample's ``tolerance`` is not a number."""
+    try:
+        given = msgspec.convert(gold, _GoldenGiven)
+    except msgspec.ValidationError:
         raise CaseError(f"rule '{name}': golden needs samples: [{{index, expected}}]",
-                        loc, "e.g. samples: [{index: 0, expected: 7}]")
-    if not gold["samples"]:
+                        loc, "e.g. samples: [{index: 0, expected: 7}]") from None
+    if not given.samples:
         raise CaseError(f"rule '{name}': golden samples is empty: it would prove nothing", loc,
                         "list at least one sample, e.g. samples: [{index: 0, expected: 7}], or drop the rule")
     if any("tolerance" in x and not _number(x["tolerance"]) for x in gold["samples"]):
@@ -401,31 +461,26 @@ def _check_golden(name: str, gold: Any, loc: Location) -> None:
                         "e.g. {index: 0, expected: 0.5, tolerance: 0.01}")
 
 
-def _check_finite_bound(rule: dict[str, object], name: str, kind: str, loc: Location) -> None:
+def _check_finite_bound(name: str, bound: float, field: str, hint: str, loc: Location) -> None:
     """Raise :class:`CaseError` when the bound a metric or latency rule writes into its result (``bound.value``:
-    its ``value``, its ``max_ms``; numbers already) is NaN or ±Infinity: the journal writes those as null
-    (:func:`pytest_hetero.evidence.journal.finite`), and a ``business.rules`` record whose bound is null is refused
-    by every reader of the bundle."""
-    body = rule.get(kind)
-    if kind == "metric":
-        bound, field, hint = rule.get("value"), "value", "e.g. value: 0.95"
-    elif kind == "latency" and isinstance(body, dict):
-        bound, field, hint = body.get("max_ms"), "latency max_ms", "e.g. latency: {percentile: 95, max_ms: 20}"
-    else:
-        return
+    its ``value``, its ``max_ms``; numbers already, named ``field``) is NaN or ±Infinity: the journal writes those as
+    null (:func:`pytest_hetero.evidence.journal.finite`), and a ``business.rules`` record whose bound is null is
+    refused by every reader of the bundle."""
     if isinstance(bound, float) and not math.isfinite(bound):
         raise CaseError(f"rule '{name}': {field} must be a finite number, not {bound}", loc, hint)
 
 
-def _check_service_rule(name: str, kind: str, body: Any, loc: Location) -> None:
+def _check_service_rule(name: str, kind: str, body: object, loc: Location) -> None:
+    """Raise :class:`CaseError` when a service rule's body is not written as its kind's
+    (:data:`_SERVICE_GIVEN`: numbers, not bools; a percentile 0–100; a whole concurrency; throughput one floor at
+    least)."""
     keys, hint = SERVICE_CHECKS[kind]
-    numbers = isinstance(body, dict) and all(
-        isinstance(body[k], (int, float)) and not isinstance(body[k], bool) for k in keys if k in body)
-    present = [k for k in keys if isinstance(body, dict) and k in body]
-    enough = bool(present) if kind == "throughput" else len(present) == len(keys)
-    level = body.get("concurrency") if isinstance(body, dict) else None
-    if not numbers or not enough or (level is not None and not isinstance(level, int)) or (
-            kind == "service_latency" and not 0 <= float(body["percentile"]) <= 100):
+    try:
+        given = msgspec.convert(body, _SERVICE_GIVEN[kind])
+    except msgspec.ValidationError:
+        given = None
+    if given is None or (isinstance(given, _ThroughputGiven) and given.min_rps is msgspec.UNSET
+                         and given.min_sps is msgspec.UNSET):
         needs = " and ".join(keys) if kind != "throughput" else "min_rps or min_sps"
         raise CaseError(f"rule '{name}': {kind} needs numeric {needs}",
                         loc, hint)
@@ -475,8 +530,18 @@ class ModelOutputs:
         """Read ``outputs`` (anything else than a JSON object reads as an empty one). Never raises."""
         if not isinstance(outputs, dict):
             return cls({}, {})
-        found = outputs.get("metrics")
-        return cls(outputs, found if isinstance(found, dict) else {})
+        try:
+            reported = msgspec.convert(outputs, _Reported).metrics
+        except msgspec.ValidationError:  # metrics that are no object: nothing reported
+            reported = None
+        return cls(outputs, reported or {})
+
+
+class _Reported(msgspec.Struct, frozen=True, kw_only=True):
+    """What a model's outputs report about the model itself: ``metrics``, name → value as written (None when absent
+    or null; the values are judged by the rules: :func:`metric_value`)."""
+
+    metrics: dict[str, object] | None = None
 
 
 def _numbers(outputs: ModelOutputs, name: str) -> list[float]:
@@ -734,32 +799,69 @@ def _as_float(value: object) -> float:
     raise TypeError(f"float() argument must be a string or a real number, not '{type(value).__name__}'")
 
 
-def _service_latency(body: ServiceLatencyBody, level: Any) -> tuple[bool, str]:
+class ServiceLevel(msgspec.Struct, frozen=True, kw_only=True):
+    """One load level of ``outputs.service.levels`` as the service rules read it: the statistics
+    :func:`pytest_hetero.serving.load.summarise` writes (:class:`~pytest_hetero.serving.load.LevelSummary`), its
+    ``concurrency`` required; a statistic absent or null is None, and a rule that needs it cannot be evaluated on
+    that level (``latencies_ms`` absent: no successful request, as an empty list)."""
+
+    concurrency: int
+    latencies_ms: list[float] | None = None
+    error_rate: float | None = None
+    errors: int | None = None
+    requests: int | None = None
+    requests_per_s: float | None = None
+    samples_per_s: float | None = None
+
+
+class _Service(msgspec.Struct, frozen=True, kw_only=True):
+    """``outputs.service``: its load ``levels`` (None when absent or null)."""
+
+    levels: list[ServiceLevel] | None = None
+
+
+class _Served(msgspec.Struct, frozen=True, kw_only=True):
+    """The outputs of a served model as the service rules read them: ``service`` (None when absent or null; the
+    other fields, the model's, are not read here)."""
+
+    service: _Service | None = None
+
+
+def _lacks(level: ServiceLevel, names: str) -> NotEvaluable:
+    return NotEvaluable(f"load level c={level.concurrency} has no {names}", "invalid")
+
+
+def _service_latency(body: ServiceLatencyBody, level: ServiceLevel) -> tuple[bool, str]:
     """Whether a load level meets a service_latency rule's bound, and what it measured in words."""
-    lat = level.get("latencies_ms") or []
+    lat = level.latencies_ms or []
     value = round(percentile(lat, float(body["percentile"])), 3) if lat else None
     ok = value is not None and value <= float(body["max_ms"])
-    return ok, f"c={level['concurrency']}: p{body['percentile']} {value} ms"
+    return ok, f"c={level.concurrency}: p{body['percentile']} {value} ms"
 
 
-def _error_rate(body: ErrorRateBody, level: Any) -> tuple[bool, str]:
-    """Whether a load level meets an error_rate rule's bound, and what it measured in words."""
-    value = float(level["error_rate"])
-    ok = value <= float(body["max"])
-    return ok, f"c={level['concurrency']}: {value:.4f} ({level['errors']}/{level['requests']})"
+def _error_rate(body: ErrorRateBody, level: ServiceLevel) -> tuple[bool, str]:
+    """Whether a load level meets an error_rate rule's bound, and what it measured in words. Raises
+    :class:`NotEvaluable` when the level lacks its error rate, errors or requests."""
+    if level.error_rate is None or level.errors is None or level.requests is None:
+        raise _lacks(level, "error_rate, errors or requests")
+    ok = level.error_rate <= float(body["max"])
+    return ok, f"c={level.concurrency}: {level.error_rate:.4f} ({level.errors}/{level.requests})"
 
 
-def _throughput(body: ThroughputBody, level: Any) -> tuple[bool, str]:
-    """Whether a load level meets a throughput rule's floors (an absent floor: 0), and what it measured in words."""
-    rps, sps = float(level["requests_per_s"]), float(level["samples_per_s"])
+def _throughput(body: ThroughputBody, level: ServiceLevel) -> tuple[bool, str]:
+    """Whether a load level meets a throughput rule's floors (an absent floor: 0), and what it measured in words.
+    Raises :class:`NotEvaluable` when the level lacks requests_per_s or samples_per_s."""
+    rps, sps = level.requests_per_s, level.samples_per_s
+    if rps is None or sps is None:
+        raise _lacks(level, "requests_per_s or samples_per_s")
     ok = rps >= float(body["min_rps"] or 0) and sps >= float(body["min_sps"] or 0)
-    return ok, f"c={level['concurrency']}: {rps:g} req/s, {sps:g} samples/s"
+    return ok, f"c={level.concurrency}: {rps:g} req/s, {sps:g} samples/s"
 
 
 def _evaluate_service(rule: AcceptanceRule, outputs: ModelOutputs) -> RuleVerdict:
     """A service rule's result (see :func:`evaluate`) over the load levels the gate measured
     (``outputs.service.levels``); raises :class:`NotEvaluable` when there are none, or none at its concurrency."""
-    judge: Callable[[Any], tuple[bool, str]]
+    judge: Callable[[ServiceLevel], tuple[bool, str]]
     if rule["kind"] == "service_latency":
         latency = rule["service_latency"]
         wanted, expected = latency["concurrency"], f"p{latency['percentile']} ≤ {latency['max_ms']} ms"
@@ -773,14 +875,17 @@ def _evaluate_service(rule: AcceptanceRule, outputs: ModelOutputs) -> RuleVerdic
         wanted = floors["concurrency"]
         expected = " and ".join(f"{label} ≥ {floors[key]}" for key, label in _FLOORS if floors[key] is not None)
         judge = partial(_throughput, floors)
-    service = outputs.fields.get("service") or {}
-    levels = service.get("levels") if isinstance(service, dict) else None
-    if not isinstance(levels, list) or not levels:
+    try:
+        served = msgspec.convert(outputs.fields, _Served)
+    except msgspec.ValidationError as exc:
+        raise NotEvaluable(f"outputs.service is not the gate's load levels: {exc}", "invalid") from None
+    levels = served.service.levels if served.service is not None else None
+    if not levels:
         raise NotEvaluable("outputs have no service levels (not the run of a served model?)")
-    chosen = [lv for lv in levels if wanted is None or lv["concurrency"] == wanted]
+    chosen = [lv for lv in levels if wanted is None or lv.concurrency == wanted]
     if not chosen:
         raise NotEvaluable(f"no load level at concurrency {wanted} (measured: "
-                           f"{', '.join(str(lv['concurrency']) for lv in levels)})")
+                           f"{', '.join(str(lv.concurrency) for lv in levels)})")
     observed, bad = [], []
     for lv in chosen:
         ok, text = judge(lv)

@@ -30,7 +30,6 @@ from pytest_hetero.matrix.document import (
     ReserveDoc,
     ResourceDoc,
     ResourceType,
-    RollbackDoc,
     Scalar,
     ServingDoc,
     ServingTargetDoc,
@@ -92,10 +91,19 @@ class ImageSpec(_ImageForSpec):
     description: NotRequired[str]
 
 
+class RollbackSpec(TypedDict):
+    """:class:`~pytest_hetero.matrix.document.RollbackDoc` with ``endpoint`` and ``deploy`` None when absent."""
+
+    version: str
+    endpoint: str | None
+    deploy: ServingTargetDoc | None
+
+
 class ServingSpec(TypedDict):
     """:class:`~pytest_hetero.matrix.document.ServingDoc` with ``version`` (the model's), ``task`` (empty),
     ``auth``, ``load`` and ``options`` (empty) filled; ``endpoint``, ``deploy``, ``ready_timeout`` and
-    ``rollback`` None when absent (the schema admits no null: None means the matrix did not write it)."""
+    ``rollback`` None when absent (the schema admits no null: None means the matrix did not write it), a
+    rollback with its own (:class:`RollbackSpec`)."""
 
     protocol: str
     model_name: str
@@ -107,7 +115,7 @@ class ServingSpec(TypedDict):
     endpoint: str | None
     deploy: ServingTargetDoc | None
     ready_timeout: Scalar | None
-    rollback: RollbackDoc | None
+    rollback: RollbackSpec | None
 
 
 class CommunicationSpec(TypedDict):
@@ -369,8 +377,9 @@ def _governance(g: GovernanceDoc) -> GovernanceSpec:
 def serving_spec(s: ServingDoc, version: str) -> ServingSpec:
     """A model's ``serving`` with its defaults filled; ``version``: the model's version (the version the service
     must report when ``serving.version`` is absent)."""
+    rollback: RollbackSpec | None = {"endpoint": None, "deploy": None, **s["rollback"]} if "rollback" in s else None
     return {"version": version, "task": "", "auth": {}, "load": {}, "options": {}, "endpoint": None, "deploy": None,
-            "ready_timeout": None, "rollback": None, **s}
+            "ready_timeout": None, **s, "rollback": rollback}
 
 
 def training_spec(t: TrainingDoc) -> TrainingSpec:

@@ -18,8 +18,6 @@ from pytest_hetero.errors import MatrixError
 from pytest_hetero.matrix.document import BurstDoc, ProbeDoc, ReserveDoc, Scalar
 
 if TYPE_CHECKING:
-    from typing_extensions import NotRequired
-
     from pytest_hetero.matrix.defaults import Spec
 
 KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -81,7 +79,9 @@ DEFAULT_DURATION = "20s"
 class ReserveSpec(TypedDict):
     """A reserved-inference probe's ``reserve`` (:class:`~pytest_hetero.matrix.document.ReserveDoc`) with
     ``window`` (:data:`DEFAULT_WINDOW`), ``duration`` (:data:`DEFAULT_DURATION`) and ``min_ready`` (the replicas)
-    filled, as :mod:`pytest_hetero.layers.reserved` reads them."""
+    filled, ``max_error_rate`` (0: no failed request) filled, ``dataset`` and ``priority_class`` None when absent
+    (the matrix's first dataset; no PriorityClass for the serving Deployment), as
+    :mod:`pytest_hetero.layers.reserved` reads them."""
 
     model: str
     replicas: int
@@ -90,14 +90,15 @@ class ReserveSpec(TypedDict):
     window: Scalar
     duration: Scalar
     min_ready: int
-    dataset: NotRequired[str]
-    priority_class: NotRequired[str]
-    max_error_rate: NotRequired[float]
+    dataset: str | None
+    priority_class: str | None
+    max_error_rate: float
 
 
 def reserve_spec(reserve: ReserveDoc) -> ReserveSpec:
     """``reserve`` with its defaults filled (a new mapping)."""
-    return {"window": DEFAULT_WINDOW, "duration": DEFAULT_DURATION, "min_ready": reserve["replicas"], **reserve}
+    return {"window": DEFAULT_WINDOW, "duration": DEFAULT_DURATION, "min_ready": reserve["replicas"],
+            "dataset": None, "priority_class": None, "max_error_rate": 0.0, **reserve}
 
 
 def governance_problems(spec: Spec, names: Names, error: ErrorAt) -> list[MatrixError]:
@@ -176,7 +177,7 @@ def _reserve_problems(given: ReserveDoc, at: tuple[Any, ...], names: ProbeNames,
     elif reserve["model"] not in served:
         problems.append(error((*at, "model"), f"model '{reserve['model']}' has no serving block",
                               "the probe deploys a served model: name a model with serving (protocol, model_name)"))
-    if "dataset" in reserve and reserve["dataset"] not in names["dataset"]:
+    if reserve["dataset"] is not None and reserve["dataset"] not in names["dataset"]:
         problems.append(error((*at, "dataset"), f"reserve.dataset names unknown dataset '{reserve['dataset']}'",
                               _unknown("dataset", reserve["dataset"], names["dataset"])))
     if reserve["min_ready"] > reserve["replicas"]:

@@ -19,6 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
+
 from pytest_hetero import LAYERS
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
@@ -29,12 +31,13 @@ from pytest_hetero.matrix.defaults import (
     LabelsSpec,
     ModelSpec,
     ResourceSpec,
+    RollbackSpec,
     ServingSpec,
     Spec,
     complete,
     probe_spec,
 )
-from pytest_hetero.matrix.document import MatrixDoc, ReserveDoc, RollbackDoc
+from pytest_hetero.matrix.document import MatrixDoc, ReserveDoc
 from pytest_hetero.matrix.governance import Names, reserve_spec
 from pytest_hetero.matrix.model import (
     Auth,
@@ -352,7 +355,8 @@ def _model_problems(model: ModelSpec, path: tuple[Any, ...], pos: Positions, fil
         problems.append(err(f"model '{model['name']}' declares only one of uri and sha256",
                             "a served model's file is optional, but give both or neither"))
     rollback = serving["rollback"]
-    if rollback is not None and not ({"endpoint", "deploy"} & set(rollback)) and serving["deploy"] is None:
+    if rollback is not None and rollback["endpoint"] is None and rollback["deploy"] is None \
+            and serving["deploy"] is None:
         problems.append(err(f"rollback of model '{model['name']}' has no way to switch",
                             "add endpoint: (the previous version's URL) or deploy: (the object to patch; "
                             "default: serving.deploy)",
@@ -371,17 +375,16 @@ def _reserve(given: ReserveDoc | None) -> Reserve | None:
                    burst={"priority_class": str(r["burst"]["priority_class"]), "pods": int(r["burst"]["pods"])},
                    p95_ms=float(r["p95_ms"]), window_s=parse_duration(r["window"]),
                    duration_s=parse_duration(r["duration"]),
-                   dataset=r.get("dataset"),
-                   priority_class=r.get("priority_class"),
-                   max_error_rate=float(r.get("max_error_rate", 0.0)))
+                   dataset=r["dataset"], priority_class=r["priority_class"],
+                   max_error_rate=float(r["max_error_rate"]))
 
 
-def _rollback(given: RollbackDoc | None) -> Rollback | None:
+def _rollback(given: RollbackSpec | None) -> Rollback | None:
     """A served model's ``rollback``: its version and deploy values as text, the endpoint None when absent."""
     if given is None:
         return None
-    return Rollback(version=str(given["version"]), endpoint=given.get("endpoint"),
-                    deploy={k: str(v) for k, v in given["deploy"].items()} if "deploy" in given else None)
+    return Rollback(version=str(given["version"]), endpoint=given["endpoint"],
+                    deploy={k: str(v) for k, v in given["deploy"].items()} if given["deploy"] is not None else None)
 
 
 def _serving(raw: ServingSpec | None) -> Serving | None:
@@ -643,11 +646,27 @@ def load_earlier_version(old: Path, current: list[Path]) -> Matrix:
     return load_matrix(old)
 
 
-def _metadata_name(doc: object) -> object:
-    """``metadata.name`` of a parsed YAML document not yet checked against the schema, as written (None when the
-    document, its ``metadata`` or the name is missing: the schema check of :func:`load_matrix` then says so)."""
-    metadata = doc.get("metadata") if isinstance(doc, dict) else None
-    return metadata.get("name") if isinstance(metadata, dict) else None
+class _Metadata(msgspec.Struct, frozen=True, kw_only=True):
+    """``metadata`` as :func:`_metadata_name` reads it: the ``name`` (None when absent or null)."""
+
+    name: str | None = None
+
+
+class _Named(msgspec.Struct, frozen=True, kw_only=True):
+    """A matrix document as :func:`_metadata_name` reads it: its ``metadata`` (None when absent or null)."""
+
+    metadata: _Metadata | None = None
+
+
+def _metadata_name(doc: object) -> str | None:
+    """``metadata.name`` of a parsed YAML document not yet checked against the schema (None when the document is
+    no mapping, or its ``metadata`` or the name is missing or of another type: the schema check of
+    :func:`load_matrix` then says so)."""
+    try:
+        metadata = msgspec.convert(doc, _Named).metadata
+    except msgspec.ValidationError:
+        return None
+    return metadata.name if metadata is not None else None
 
 
 def _display(path: Path) -> str:

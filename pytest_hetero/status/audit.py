@@ -40,15 +40,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.errors import HeteroError, Location
-from pytest_hetero.status.snapshots import ClusterSnapshot
 
 if TYPE_CHECKING:
-    from typing_extensions import NotRequired
-
     from pytest_hetero.matrix.model import Matrix
+    from pytest_hetero.status.apiserver import AuditEvent
+    from pytest_hetero.status.snapshots import ClusterSnapshot
 
 AUDIT_API_VERSION = "audit.k8s.io/v1"
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -73,22 +72,6 @@ def _no_constant(token: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 """One decoder for every line (``json.loads`` with a hook builds a new one per call): RFC 8259 only, as
 :func:`pytest_hetero.safeio.loads_bounded` reads; an integer over Python's digit limit is a ValueError."""
-
-
-class AuditEvent(TypedDict):
-    """An ``audit.k8s.io/v1`` Event line as :func:`read_audit_log` accepted it (kind, apiVersion, verb, user,
-    stage and stageTimestamp checked); the other fields are read as the apiserver wrote them, untrusted."""
-
-    kind: str
-    apiVersion: str
-    verb: str
-    user: dict[str, object]
-    stage: str
-    stageTimestamp: str
-    objectRef: NotRequired[object]
-    responseStatus: NotRequired[object]
-    impersonatedUser: NotRequired[object]
-    auditID: NotRequired[object]
 
 
 class Who(TypedDict):
@@ -261,7 +244,8 @@ def _lines(fd: int, path: str, digest: Any) -> Iterator[tuple[int, bytes, bool]]
 
 
 def _event(raw: bytes, path: str, number: int) -> AuditEvent:
-    """One line as an audit Event dict; raises AuditLogError naming the line and what is wrong."""
+    """One line as an audit Event; raises AuditLogError naming the line and what is wrong (a field of the wrong
+    type or missing by its path, e.g. ``$.objectRef.name``)."""
     if b"\x00" in raw:
         raise _refuse(path, number, "binary data (a NUL byte), not a JSON line")
     try:
@@ -275,38 +259,40 @@ def _event(raw: bytes, path: str, number: int) -> AuditEvent:
     if not isinstance(event, dict):
         raise _refuse(path, number, f"a JSON {type(event).__name__}, not an audit Event object")
     fields: dict[str, object] = event  # a JSON object's keys are text; each value is checked before it is trusted
-    object_kind, version = fields.get("kind"), fields.get("apiVersion")
+    object_kind, version = fields.get("kind"), fields.get("apiVersion")  # first: another kind has other fields
     if object_kind != "Event" or version != AUDIT_API_VERSION:
         raise _refuse(path, number, f"kind {str(object_kind)[:40]!r} apiVersion "
                                     f"{str(version)[:40]!r}, not an {AUDIT_API_VERSION} Event",
                       "give an audit log written with --audit-log-version audit.k8s.io/v1 (the default)")
-    for key, kind in (("verb", str), ("user", dict), ("stageTimestamp", str), ("stage", str)):
-        if not isinstance(fields.get(key), kind):
-            raise _refuse(path, number, f"field '{key}' missing or not a {kind.__name__}")
-    return cast(AuditEvent, event)  # the checks above are what the type requires; the rest stays untrusted
+    import msgspec
+
+    from pytest_hetero.status.apiserver import AuditEvent
+
+    try:
+        return msgspec.convert(fields, AuditEvent)
+    except msgspec.ValidationError as exc:
+        raise _refuse(path, number, f"not an {AUDIT_API_VERSION} Event: {str(exc)[:200]}") from None
 
 
-def _text(value: object, most: int = 253) -> str | None:
+def _text(value: str | None, most: int = 253) -> str | None:
     """A name from the log as a bounded str (None when absent)."""
-    return None if value is None else str(value)[:most]
+    return None if value is None else value[:most]
 
 
 def change_of(event: AuditEvent) -> ChangeEntry:
     """The change entry (module docstring) of an audit Event (one :func:`read_audit_log` accepted)."""
-    user = event["user"]
-    raw_ref, status, as_user = event.get("objectRef"), event.get("responseStatus"), event.get("impersonatedUser")
-    ref: dict[str, object] = raw_ref if isinstance(raw_ref, dict) else {}
-    code = status.get("code") if isinstance(status, dict) else None
-    who: dict[str, object] = as_user if isinstance(as_user, dict) else user
-    raw_groups = who.get("groups")
-    groups: list[object] = raw_groups if isinstance(raw_groups, list) else []
-    return {"who": {"user": _text(who.get("username")), "groups": [str(g)[:253] for g in groups[:50]],
-                    "via": _text(user.get("username")) if isinstance(as_user, dict) else None, "manager": None},
-            "what": {"verb": _text(event["verb"]), "resource": _text(ref.get("resource")),
-                     "subresource": _text(ref.get("subresource")), "namespace": _text(ref.get("namespace")),
-                     "name": _text(ref.get("name")), "apiGroup": _text(ref.get("apiGroup")) or ""},
-            "when": _text(event["stageTimestamp"], 40), "code": code if isinstance(code, int) else None,
-            "audit_id": _text(event.get("auditID"), 64)}
+    from pytest_hetero.status.apiserver import ObjectReference
+
+    ref = event.object_ref or ObjectReference()
+    who = event.impersonated_user or event.user  # a change made as the impersonated user, by event.user
+    code = event.response_status.code if event.response_status is not None else None
+    return {"who": {"user": _text(who.username), "groups": [g[:253] for g in (who.groups or [])[:50]],
+                    "via": _text(event.user.username) if event.impersonated_user is not None else None,
+                    "manager": None},
+            "what": {"verb": _text(event.verb), "resource": _text(ref.resource),
+                     "subresource": _text(ref.subresource), "namespace": _text(ref.namespace),
+                     "name": _text(ref.name), "apiGroup": _text(ref.api_group) or ""},
+            "when": _text(event.stage_timestamp, 40), "code": code, "audit_id": _text(event.audit_id, 64)}
 
 
 def read_audit_log(path: str, since: datetime, until: datetime) -> tuple[Window, FileRead]:
@@ -316,8 +302,9 @@ def read_audit_log(path: str, since: datetime, until: datetime) -> tuple[Window,
     Bounded: the file is refused by its size above :data:`MAX_AUDIT_BYTES` before a byte is read, a line
     above :data:`MAX_LINE_BYTES` as soon as it is seen; FIFOs, devices and folders are refused
     (:func:`pytest_hetero.safeio.open_local`). Raises :class:`AuditLogError` naming the file and line for
-    a missing or unsafe file, binary data, a line that is not JSON, not an ``audit.k8s.io/v1`` Event or
-    lacks ``verb``/``user``/``stage``/``stageTimestamp``, or an unreadable timestamp; PermissionError when
+    a missing or unsafe file, binary data, a line that is not JSON, not an ``audit.k8s.io/v1`` Event, lacks
+    ``verb``/``user``/``stage``/``stageTimestamp`` or has a field of another type than the Event's
+    (:class:`AuditEvent`, named by its path: ``$.objectRef.name``), or an unreadable timestamp; PermissionError when
     the file may not be read (the caller falls back to managedFields). An unterminated last line (the
     apiserver was writing it) is skipped and reported (``torn_last_line``)."""
     import hashlib
@@ -355,18 +342,18 @@ def read_audit_log(path: str, since: datetime, until: datetime) -> tuple[Window,
 
 
 def _take(window: Window, event: AuditEvent, path: str, number: int, since: datetime, until: datetime) -> None:
-    when = parse_time(event["stageTimestamp"])
+    when = parse_time(event.stage_timestamp)
     if when is None:
-        raise _refuse(path, number, f"stageTimestamp {event['stageTimestamp'][:40]!r} is not an RFC 3339 time")
+        raise _refuse(path, number, f"stageTimestamp {event.stage_timestamp[:40]!r} is not an RFC 3339 time")
     window.first = when if window.first is None else min(window.first, when)
     window.last = when if window.last is None else max(window.last, when)
-    if event["verb"] not in WRITE_VERBS or event["stage"] not in ("ResponseComplete", "Panic"):
+    if event.verb not in WRITE_VERBS or event.stage not in ("ResponseComplete", "Panic"):
         return
     if not since <= when < until:
         window.outside += 1
         return
     change = change_of(event)
-    if not isinstance(change["code"], int) or change["code"] >= 400 or event["stage"] == "Panic":
+    if change["code"] is None or change["code"] >= 400 or event.stage == "Panic":
         window.refused += 1
         return
     window.writes += 1
@@ -375,22 +362,31 @@ def _take(window: Window, event: AuditEvent, path: str, number: int, since: date
 
 def managed_changes(objects: list[ManagedObject], since: datetime, until: datetime) -> Window:
     """The changes ``managedFields`` show in ``[since, until)`` of ``objects`` (as listed); status subresource
-    entries are left out (as the audit policy leaves status writes out)."""
+    entries are left out (as the audit policy leaves status writes out), and so is an entry that is not a
+    ManagedFieldsEntry (not an object, or a field of another type: no apiserver serves one)."""
+    import msgspec
+
+    from pytest_hetero.status.apiserver import ManagedFieldsEntry
+
     window = Window()
     for obj in objects:
-        for entry in obj["managedFields"]:
-            if not isinstance(entry, dict) or entry.get("subresource"):
+        for raw in obj["managedFields"]:
+            try:
+                entry = msgspec.convert(raw, ManagedFieldsEntry)
+            except msgspec.ValidationError:
                 continue
-            when = parse_time(entry.get("time"))
+            if entry.subresource:
+                continue
+            when = parse_time(entry.time)
             if when is None or not since <= when < until:
                 window.outside += 1
                 continue
             window.writes += 1
             window.changes.append({
-                "who": {"user": None, "groups": None, "via": None, "manager": _text(entry.get("manager"))},
-                "what": {"verb": _text(entry.get("operation")), "resource": obj["resource"], "subresource": None,
+                "who": {"user": None, "groups": None, "via": None, "manager": _text(entry.manager)},
+                "what": {"verb": _text(entry.operation), "resource": obj["resource"], "subresource": None,
                          "namespace": obj["namespace"], "name": obj["name"], "apiGroup": obj["apiGroup"]},
-                "when": _text(entry.get("time"), 40), "code": None, "audit_id": None})
+                "when": _text(entry.time, 40), "code": None, "audit_id": None})
     window.changes.sort(key=lambda c: str(c["when"]))
     return window
 
@@ -445,6 +441,8 @@ def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], na
     change to a pool object by anyone but the control plane whose pools ``intended`` does not all name."""
     listed: list[ListedChange] = []
     findings: list[Finding] = []
+    from pytest_hetero.status.snapshots import ClusterSnapshot
+
     seen = [ClusterSnapshot.parse(s) for s in snapshots]
     members = pool_members(matrix, seen)
     actors: set[str] = set()

@@ -33,6 +33,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
+import msgspec
+
 from pytest_hetero.status.snapshots import ClusterSnapshot, SnapshotNode
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
@@ -202,6 +204,17 @@ class ChangeRecord(TypedDict):
     intended: list[str]
 
 
+class _ChangeGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A change record as given (a file's mapping, or the inline pairs with ``intended`` split at commas), its
+    keys checked against :data:`CHANGE_KEYS` first: ``operator``, ``ticket`` and ``reason`` any YAML value (None
+    when absent), ``intended`` a list of names (None when absent or null: none)."""
+
+    operator: object = None
+    ticket: object = None
+    reason: object = None
+    intended: list[str] | None = None
+
+
 class ChangeImpact(ChangeRecord):
     """A :class:`ChangeRecord` with its observed impact (:func:`impact`; each None when not measured): the
     resources a drift affected, those of them not ``intended``, the intended ones not observed; and, with
@@ -263,17 +276,18 @@ def _parse_change(value: str) -> ChangeRecord:
                                     hint="e.g. --hetero-change 'operator=alice; ticket=OPS-1; reason=driver 560; "
                                          "intended=gpu-h100'")
             raw[key.strip()] = text.strip()
-        if isinstance(raw.get("intended"), str):
+        if "intended" in raw:  # inline: comma-separated names
             raw["intended"] = [n.strip() for n in raw["intended"].split(",") if n.strip()]
     unknown = sorted(set(raw) - set(CHANGE_KEYS))
     if unknown:
         raise SettingsError(f"--hetero-change: unknown key(s) {', '.join(unknown)}",
                             hint=f"use {', '.join(CHANGE_KEYS)}")
-    intended = raw.get("intended") or []
-    if not isinstance(intended, list) or not all(isinstance(n, str) for n in intended):
-        raise SettingsError("--hetero-change: intended must be a list of resource names")
-    return {"operator": raw.get("operator"), "ticket": raw.get("ticket"), "reason": raw.get("reason"),
-            "intended": list(intended)}
+    try:
+        given = msgspec.convert(raw, _ChangeGiven)
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"--hetero-change: intended must be a list of resource names ({exc})") from None
+    return {"operator": given.operator, "ticket": given.ticket, "reason": given.reason,
+            "intended": list(given.intended or [])}
 
 
 def impact(change: ChangeRecord, observed: dict[str, list[str]] | None) -> ChangeImpact:
@@ -318,9 +332,41 @@ def drift_since(baseline: EvidenceDocument, label: str, matrix: Matrix, plan: Pl
     return old, changes, affected_items(changes, matrix, plan, old, live)
 
 
+class _SnapshotTaken(msgspec.Struct, frozen=True, kw_only=True):
+    """An entry of an evidence document's ``cluster.snapshots`` as a baseline is read for it (written by
+    :mod:`pytest_hetero.pytest_plugin.drift`: also ``taken_at`` and ``sha256``): the matrix and its snapshot."""
+
+    matrix: str
+    snapshot: dict[str, object]
+
+
+class _ClusterSection(msgspec.Struct, frozen=True, kw_only=True):
+    """An evidence document's ``cluster`` section as a baseline is read for it: the ``snapshots`` taken (None when
+    absent or null: none)."""
+
+    snapshots: list[_SnapshotTaken] | None = None
+
+
+class _Baseline(msgspec.Struct, frozen=True, kw_only=True):
+    """The part of a baseline bundle's evidence a snapshot is read from: its ``cluster`` section (None when absent
+    or null: the run took no snapshot)."""
+
+    cluster: _ClusterSection | None = None
+
+
 def baseline_snapshot(evidence: EvidenceDocument, matrix_name: str) -> dict[str, Any] | None:
-    """The snapshot a baseline bundle's evidence recorded for ``matrix_name`` (None: none recorded)."""
-    for entry in (evidence.get("cluster") or {}).get("snapshots") or []:
-        if entry.get("matrix") == matrix_name:
-            return dict(entry["snapshot"])
+    """The snapshot a baseline bundle's evidence recorded for ``matrix_name`` (None: none recorded; a new mapping).
+    Raises SettingsError naming the field when the evidence's ``cluster`` section is not of the shape the gate
+    writes (an entry without its matrix or snapshot, a section of another type)."""
+    from pytest_hetero.errors import SettingsError
+
+    try:
+        cluster = msgspec.convert(evidence, _Baseline).cluster
+    except msgspec.ValidationError as exc:
+        raise SettingsError(f"the baseline bundle's cluster snapshots are not the gate's: {exc}",
+                            hint="give the bundle of a run with --hetero-snapshot, as the gate wrote it") from None
+    taken = cluster.snapshots if cluster is not None else None
+    for entry in taken or []:
+        if entry.matrix == matrix_name:
+            return entry.snapshot
     return None

@@ -12,16 +12,50 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-SECTIONS = (("daemonsets", "daemonset"), ("runtimeclasses", "runtimeclass"), ("priorityclasses", "priorityclass"),
-            ("resourcequotas", "resourcequota"), ("limitranges", "limitrange"))
-"""Top-level sections compared spec by spec: (section, the kind drift names its changes by)."""
-GROUPED = (("kueue", "resourceflavors"), ("kueue", "clusterqueues"), ("kueue", "localqueues"), ("volcano", "queues"))
-"""Sections nested under a scheduler's key: (group, plural); drift names their changes ``group.plural``."""
+import msgspec
 
 
 def _map(value: object) -> Mapping[str, object]:
     """``value`` when it is a JSON object (text keys), else an empty one (absent, null or another type)."""
     return value if isinstance(value, dict) else {}
+
+
+class _NodeGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``nodes`` entry's fields as written (any JSON value; ``labels`` UNSET when absent, the others None)."""
+
+    labels: object = msgspec.UNSET
+    conditions: object = None
+    allocatable: object = None
+    taints: object = None
+    unschedulable: object = None
+
+
+class _KueueGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``kueue`` section's listings as written (None when absent)."""
+
+    resourceflavors: object = None
+    clusterqueues: object = None
+    localqueues: object = None
+
+
+class _VolcanoGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``volcano`` section's listing as written (None when absent)."""
+
+    queues: object = None
+
+
+class _SnapshotGiven(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot's sections as written: ``nodes`` by name, each compared section any JSON value, the schedulers'
+    listings under ``kueue`` and ``volcano`` (each None when absent or null)."""
+
+    nodes: dict[str, object] | None = None
+    daemonsets: object = None
+    runtimeclasses: object = None
+    priorityclasses: object = None
+    resourcequotas: object = None
+    limitranges: object = None
+    kueue: _KueueGiven | None = None
+    volcano: _VolcanoGiven | None = None
 
 
 @dataclass(frozen=True)
@@ -42,11 +76,10 @@ class SnapshotNode:
     @classmethod
     def parse(cls, raw: object) -> SnapshotNode:
         """The entry ``raw`` (any value; a non-object has no fields)."""
-        entry = _map(raw)
-        return cls(labels=_map(entry.get("labels")) if "labels" in entry else None,
-                   conditions=_map(entry.get("conditions")), allocatable=_map(entry.get("allocatable")),
-                   taints=entry.get("taints"), unschedulable=entry.get("unschedulable"), present=bool(raw),
-                   whole=raw)
+        entry = msgspec.convert(raw, _NodeGiven) if isinstance(raw, dict) else _NodeGiven()
+        return cls(labels=None if entry.labels is msgspec.UNSET else _map(entry.labels),
+                   conditions=_map(entry.conditions), allocatable=_map(entry.allocatable),
+                   taints=entry.taints, unschedulable=entry.unschedulable, present=bool(raw), whole=raw)
 
 
 @dataclass(frozen=True)
@@ -61,12 +94,18 @@ class ClusterSnapshot:
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> ClusterSnapshot:
-        """The snapshot ``raw`` (a snapshot's JSON). Raises AttributeError when ``nodes`` or a scheduler's key
-        (``kueue``, ``volcano``) is set to something other than an object (a snapshot's writer never does)."""
-        sections: dict[str, object] = {kind: raw.get(section) for section, kind in SECTIONS}
-        sections.update({f"{group}.{plural}": (raw.get(group) or {}).get(plural) for group, plural in GROUPED})
-        queues = _map(sections["kueue.localqueues"])
-        return cls(nodes={str(name): SnapshotNode.parse(node) for name, node in (raw.get("nodes") or {}).items()},
+        """The snapshot ``raw`` (a snapshot's JSON). Raises ``msgspec.ValidationError`` naming the field when
+        ``nodes`` or a scheduler's key (``kueue``, ``volcano``) is set to something other than an object (a
+        snapshot's writer never does)."""
+        given = msgspec.convert(raw, _SnapshotGiven)
+        kueue, volcano = given.kueue or _KueueGiven(), given.volcano or _VolcanoGiven()
+        sections: dict[str, object] = {
+            "daemonset": given.daemonsets, "runtimeclass": given.runtimeclasses,
+            "priorityclass": given.priorityclasses, "resourcequota": given.resourcequotas,
+            "limitrange": given.limitranges, "kueue.resourceflavors": kueue.resourceflavors,
+            "kueue.clusterqueues": kueue.clusterqueues, "kueue.localqueues": kueue.localqueues,
+            "volcano.queues": volcano.queues}
+        return cls(nodes={name: SnapshotNode.parse(node) for name, node in (given.nodes or {}).items()},
                    sections=sections,
-                   cluster_queues={ref: str(spec["clusterQueue"]) for ref, spec in queues.items()
+                   cluster_queues={ref: str(spec["clusterQueue"]) for ref, spec in _map(kueue.localqueues).items()
                                    if isinstance(spec, dict) and spec.get("clusterQueue")})

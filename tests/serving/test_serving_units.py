@@ -207,6 +207,8 @@ def test_service_rules_name_measured_values(tmp_path: Path) -> None:
      "rule 'x': service_latency needs numeric percentile and max_ms"),
     ("  - {name: x, service_latency: {percentile: 95, max_ms: fast}}\n",
      "rule 'x': service_latency needs numeric percentile and max_ms"),
+    # concurrency: true was taken for the level of concurrency 1 (True == 1) before the body's shape was declared
+    ("  - {name: x, error_rate: {max: 0.1, concurrency: true}}\n", "rule 'x': error_rate needs numeric max"),
 ])
 def test_bad_service_rules(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(CaseError) as info:
