@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 SETTINGS = pytest.StashKey["Settings"]()
 """The frozen run settings (set by ``pytest_configure``, which aborts the run when they do not resolve: read it
 with a subscript)."""
-RECORDER = pytest.StashKey["Recorder"]()
-"""The evidence journal; present on the controller (or a run without xdist) only."""
+RECORDER = pytest.StashKey["Recorder | None"]()
+"""The evidence journal on the controller (or a run without xdist); None on a pytest-xdist worker, which journals
+nothing (``pytest_configure`` sets it either way, with :data:`SETTINGS`: read it with a subscript)."""
 PLANS = pytest.StashKey[dict[str, tuple["Matrix", "Plan"]]]()
 """Matrix file nodeid → (matrix, plan), filled at collection (``pytest_configure`` sets it empty, with
 :data:`SETTINGS`: read it with a subscript)."""
