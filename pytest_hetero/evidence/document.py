@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from pytest_hetero.hooks.builtin import ProfileRan
 
 __all__ = [
-    "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
+    "ArtifactDict", "ByLayer", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument",
+    "FailureDict",
     "IDENTITY_RECORD", "ITEM_FIELDS", "ITEM_RESULT_FIELDS", "ItemDict", "JournalSection",
     "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
     "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RUN_FIELD_TYPES",
@@ -262,11 +263,23 @@ class SelectionCounts(TypedDict):
     by: list[str]
 
 
+class ByLayer(TypedDict):
+    """A summary's status counts (status -> n, the statuses seen) of each layer, every one of
+    :data:`~pytest_hetero.vocab.LAYERS` (:func:`pytest_hetero.evidence.untested.summarise` has written all five, a
+    layer without items as ``{}``, since the first version; :func:`as_document` refuses a summary lacking one)."""
+
+    discovery: dict[str, int]
+    scheduling: dict[str, int]
+    startup: dict[str, int]
+    model: dict[str, int]
+    business: dict[str, int]
+
+
 class SummarySection(TypedDict):
     """Per-layer and total status counts and the judge's verdict
     (:func:`pytest_hetero.evidence.untested.summarise`)."""
 
-    by_layer: dict[str, dict[str, int]]
+    by_layer: ByLayer
     totals: dict[str, int]
     verdict: str
     verdict_reason: NotRequired[str]

@@ -40,7 +40,7 @@ def summary_lines(evidence: EvidenceDocument, bundle_dir: Path) -> list[str]:
     lines = [f"verdict: {summary['verdict'].upper()}   evidence: {bundle_dir / 'evidence.json'}"]
     width = max(len(layer) for layer in LAYERS)
     for layer in LAYERS:
-        counts = summary["by_layer"].get(layer, {})
+        counts = summary["by_layer"][layer]
         text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
         lines.append(f"  {layer:<{width}}  {text}")
     lines += _coverage_lines(evidence) + _failure_lines(evidence) + _cleanup_lines(evidence) + _flaky_lines(evidence)
