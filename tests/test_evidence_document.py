@@ -53,6 +53,7 @@ def test_a_bundle_as_written_loads_and_renders_unchanged(tmp_path: Path) -> None
     (lambda d: d["untested"]["items"][0].update(layer="shipping"), "untested.items[0].layer", "not a layer"),
     (lambda d: d.update(summary=[]), "summary", "is a list, not an object"),
     (lambda d: d["summary"]["by_layer"].pop("model"), "summary.by_layer.model", "missing"),
+    (lambda d: d["items"][0].update(attempts=[{"attempt": 1}]), "items[0].attempts[0].nodeid", "missing"),
     (lambda d: d["matrices"][0].pop("sha256"), "matrices[0]", "not a matrix entry"),
 ])
 def test_render_refuses_a_document_not_of_its_shape_naming_the_field(

@@ -264,8 +264,8 @@ def recorded(evidence: EvidenceDocument, inputs: RunInputs | None, bundle: Path)
     clashes: dict[str, set[tuple[str, int]]] = {}
     for item in evidence["items"]:
         # an attempt a rerun repeated keeps its artifacts under attempt-N/, listed in its evidence
-        arts = [a for attempt in [item, *(item.get("attempts") or [])] if isinstance(attempt, dict)
-                for a in attempt.get("artifacts") or []]
+        kept: list[object] = [item, *(item.get("attempts") or [])]  # an edited journal's: anything
+        arts = [a for attempt in kept if isinstance(attempt, dict) for a in attempt.get("artifacts") or []]
         for art in arts:
             if not isinstance(art, dict):  # an edited journal's: no path to list or set aside
                 problems.append(Problem(str(art)[:200], "unsafe", f"artifact of {item['nodeid']} is not an object "

@@ -8,7 +8,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.protocol import Backend
-    from pytest_hetero.evidence.document import FailureDict, ItemDict  # noqa: F401 - named in StashKey["…"]
+    from pytest_hetero.evidence.document import AttemptDict, FailureDict, ItemDict  # noqa: F401 - named in StashKey["…"]
     from pytest_hetero.evidence.recorder import Recorder  # noqa: F401 - named in StashKey["…"]
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
@@ -63,7 +63,7 @@ DESELECTED = pytest.StashKey[dict[str, str]]()
 """Nodeid → reason for items deselected in this process (-k/-m/profile/shard)."""
 FINAL = pytest.StashKey[SlimEvidence]()
 """On an item: the evidence already attached to one of this attempt's reports (attached once per attempt)."""
-ATTEMPTS = pytest.StashKey[list[dict[str, Any]]]()
+ATTEMPTS = pytest.StashKey[list["AttemptDict"]]()
 """On an item a rerun plugin ran again: the evidence of its earlier attempts, artifacts moved to ``attempt-N/``."""
 RAISED = pytest.StashKey[list[BaseException]]()
 """On an item: the failures its runs raised (:class:`~pytest_hetero.pytest_plugin.item.LayerFailure`), whose

@@ -82,7 +82,7 @@ def _flaky_lines(evidence: EvidenceDocument) -> list[str]:
     flaky = set(evidence["summary"].get("flaky", []))
     lines = []
     for item in (i for i in evidence["items"] if i["nodeid"] in flaky):
-        before = "; ".join(f"attempt {a['attempt']} {a['status']}: {(a.get('failure') or {}).get('category', '')}"
+        before = "; ".join(f"attempt {a['attempt']} {a['status']}: {a['failure']['category'] if a['failure'] else ''}"
                            for a in item.get("attempts", []))
         lines.append(f"flaky (passed on a rerun): {item['nodeid']} ({before})")
     return lines
