@@ -43,7 +43,8 @@ def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all goo
                     resources: tuple[str, ...] = ("cpu-host", "gpu-nvidia")) -> dict[str, Any]:
     """Evidence for resources cpu-host (all pass) and gpu-nvidia (discovery fails, the rest blocked),
     image py-current, ``models`` × ``datasets`` model@dataset pairs; one excluded combination.
-    ``log_text`` is the model stdout record of the first cpu-host model item (for escaping tests).
+    ``log_text`` is the text of a log record (``sample.log``, a kind of the test's own: its data stays open) of
+    the first cpu-host model item (for escaping tests).
     ``resources=("cpu-host",)`` gives a run where everything passed.
     """
     items: list[dict[str, Any]] = []
@@ -72,7 +73,7 @@ def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all goo
                 base = f"{PREFIX}::{res}::py-current::model-{m}@data-{d}"
                 extra: dict[str, Any] = dict(blocked)
                 if ok and m == 0 and d == 0:
-                    extra["records"] = [{"kind": "model.run", "at": "2026-11-29T10:00:01Z", "data": {"text": log_text}}]
+                    extra["records"] = [{"kind": "sample.log", "at": "2026-11-29T10:00:01Z", "data": {"text": log_text}}]
                     extra["artifacts"] = [{"name": "stdout.txt", "path": "artifacts/cpu-host/py-current/stdout.txt",
                                            "size": 0, "sha256": "", "media_type": "text/plain"}]
                 add(f"{base}::model", "model", keys, "passed" if ok else "blocked", **extra)

@@ -93,7 +93,7 @@ def test_proves_and_does_not_prove_are_specific_to_what_ran() -> None:
     model = next(i for i in ev["items"] if i["layer"] == "model")
     model["records"] = [{"kind": "model.identity", "at": "t", "data": {
         "model": "model-0", "version": "1.1.0", "sha256": "d2" * 32, "dataset": "data-0", "dataset_version": "2.0",
-        "dataset_sha256": "36" * 32}}, {"kind": "model.run", "at": "t", "data": {"duration_s": 0.19, "exit_code": 0}}]
+        "dataset_sha256": "36" * 32}}, {"kind": "model.run", "at": "t", "data": {"duration_s": 0.19, "exit_code": 0, "peak_rss_mib": None}}]
     t = Text("en")
     lines = {p["layer"]: p["lines"] for p in proves(Facts(as_document(ev)), t)}
     assert lines["model"] == ["model-0 1.1.0 ran on data-0 2.0 on cpu-host × py-current in 0.19 s (exit 0, "

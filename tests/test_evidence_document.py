@@ -15,8 +15,10 @@ from test_bundle_verify import hetero
 
 from pytest_hetero.bundle.verify import load_evidence
 from pytest_hetero.errors import BundleError
-from pytest_hetero.evidence.document import DocumentError, as_document, failure_of, item_of, owner_of
+from pytest_hetero.evidence.document import ByLayer, DocumentError, as_document, failure_of, item_of, owner_of
+from pytest_hetero.evidence.untested import summarise
 from pytest_hetero.evidence.usage import ledger
+from pytest_hetero.vocab import LAYERS
 
 
 def _edit(bundle: Path, change: Any) -> None:
@@ -54,6 +56,8 @@ def test_a_bundle_as_written_loads_and_renders_unchanged(tmp_path: Path) -> None
     (lambda d: d.update(usage={**ledger([], None), "workloads": "3"}), "usage.workloads", "is a string, not a number"),
     (lambda d: d.update(usage={"queue": {"units": "seconds", "method": "m", "pools": {}}}), "usage.covers",
      "missing"),
+    (lambda d: d["summary"]["by_layer"].pop("model"), "summary.by_layer.model", "missing"),
+    (lambda d: d["items"][0].update(attempts=[{"attempt": 1}]), "items[0].attempts[0].nodeid", "missing"),
     (lambda d: d["matrices"][0].pop("sha256"), "matrices[0]", "not a matrix entry"),
 ])
 def test_render_refuses_a_document_not_of_its_shape_naming_the_field(
@@ -67,6 +71,13 @@ def test_render_refuses_a_document_not_of_its_shape_naming_the_field(
     with pytest.raises(BundleError) as caught:  # the loader itself, as diff, catalog, trend and merge call it
         load_evidence(bundle, allow_unsigned=True)
     assert caught.value.location.field.startswith(field) and words in caught.value.message
+
+
+def test_a_summary_counts_every_layer() -> None:
+    """The renderers subscript ``summary.by_layer`` by each layer: :class:`ByLayer` declares every layer of the
+    vocabulary, and the summary the gate writes has every one, a layer without items too."""
+    assert tuple(ByLayer.__annotations__) == LAYERS
+    assert summarise([], {"items": [], "never_covered": {}, "not_proven": []})["by_layer"] == dict.fromkeys(LAYERS, {})
 
 
 def test_as_document_checks_without_copying() -> None:

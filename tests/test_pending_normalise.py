@@ -396,3 +396,21 @@ def test_headerless_event_rows_keep_every_reason_and_the_node_total() -> None:
         ("preemption_not_helpful", None, 2, 3, True),
         ("insufficient_resource", "huawei.com/Ascend910", 8, 8, False),
     ]
+
+
+def test_pasted_parts_read_through_their_declared_fields_whatever_their_keys() -> None:
+    """A condition, a container state and a HAMi registration entry are read through one declared shape each
+    (``fields_of``): values as written (narrowed by the reader), absent ones their default, and a key that is not
+    text (YAML ``1: x``) ignored as before, never refused and never a traceback."""
+    from pytest_hetero.pending.model import Condition
+    from pytest_hetero.pending.node_text import HamiDevice, parse_hami_register
+    from pytest_hetero.pending.startup import ContainerState, container_state
+
+    raw = yaml.safe_load("{type: Ready, status: true, 1: x, message: null}")
+    assert Condition.parse(raw) == Condition("Ready", "True", None, None)
+    assert container_state(yaml.safe_load("{waiting: gone, terminated: {1: x, reason: OOMKilled, exitCode: null}}")) \
+        == ContainerState(reason="OOMKilled", message="", exit_code="None")
+    assert container_state({"terminated": {"exitCode": 137}}).exit_code == "137"
+    assert container_state({"waiting": {"reason": "ErrImagePull"}}) == ContainerState(reason="ErrImagePull", message="")
+    assert parse_hami_register(yaml.safe_load("[{2: x, id: GPU-0, devmem: '8', health: true, mode: 0}, {}]")) == [
+        HamiDevice("GPU-0", None, 8, None, "", True, mode=None), HamiDevice("", None, None, None, "", None)]

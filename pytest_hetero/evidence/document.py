@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     from pytest_hetero.hooks.builtin import ProfileRan
 
 __all__ = [
-    "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
+    "ArtifactDict", "AttemptDict", "ByLayer", "CauseDict", "CleanupSection", "DocumentError", "Entry",
+    "EvidenceDocument", "FailureDict",
     "IDENTITY_RECORD", "ITEM_FIELDS", "ITEM_RESULT_FIELDS", "ItemDict", "JournalSection",
     "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
     "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RUN_FIELD_TYPES",
@@ -152,6 +153,26 @@ class ArtifactDict(TypedDict):
     media_type: str
 
 
+class AttemptDict(TypedDict):
+    """An earlier attempt of an item a rerun plugin ran again (:func:`pytest_hetero.pytest_plugin.item.keep_attempt`):
+    the evidence the item held when the next attempt began, its artifact paths moved under ``attempt-N/`` (the
+    whole item's, or once journaled its slim fields, which are these), and its ``attempt`` number (from 1).
+    :func:`check_item` holds each attempt to these fields."""
+
+    nodeid: str
+    matrix: str
+    layer: Layer
+    keys: dict[str, str]
+    owner: str
+    status: Status
+    blocked_by: str | None
+    reason: str | None
+    failure: FailureDict | None
+    attempt: int
+    artifacts: NotRequired[list[object]]
+    """An attempt kept whole: its artifacts (files moved under ``attempt-N/``), each as the item listed it."""
+
+
 @final
 class ItemDict(TypedDict):
     """One item's evidence (:meth:`pytest_hetero.evidence.model.ItemEvidence.to_dict`): the journal
@@ -173,7 +194,7 @@ class ItemDict(TypedDict):
     reason: str | None
     attempt: NotRequired[int]
     """This attempt's number, when a rerun plugin ran the item again (only then)."""
-    attempts: NotRequired[list[dict[str, Any]]]
+    attempts: NotRequired[list[AttemptDict]]
     """Earlier attempts of an item a rerun plugin ran again (only then)."""
 
 
@@ -262,11 +283,23 @@ class SelectionCounts(TypedDict):
     by: list[str]
 
 
+class ByLayer(TypedDict):
+    """A summary's status counts (status -> n, the statuses seen) of each layer, every one of
+    :data:`~pytest_hetero.vocab.LAYERS` (:func:`pytest_hetero.evidence.untested.summarise` has written all five, a
+    layer without items as ``{}``, since the first version; :func:`as_document` refuses a summary lacking one)."""
+
+    discovery: dict[str, int]
+    scheduling: dict[str, int]
+    startup: dict[str, int]
+    model: dict[str, int]
+    business: dict[str, int]
+
+
 class SummarySection(TypedDict):
     """Per-layer and total status counts and the judge's verdict
     (:func:`pytest_hetero.evidence.untested.summarise`)."""
 
-    by_layer: dict[str, dict[str, int]]
+    by_layer: ByLayer
     totals: dict[str, int]
     verdict: str
     verdict_reason: NotRequired[str]
@@ -725,6 +758,11 @@ def check_item(item: object, where: str) -> None:
     from pytest_hetero.evidence.records import check_records  # noqa: PLC0415 - records imports this module
 
     check_records(item["records"], where)
+    if "attempts" in item:  # a rerun plugin's earlier attempts (only then)
+        try:
+            check_json(item["attempts"], list[AttemptDict])
+        except ShapeError as error:
+            raise DocumentError(f"{where}.attempts{error.path}", error.message) from None
     failure = item["failure"]
     if failure is not None and (type(failure) is not dict or not all(
             type(failure.get(k)) is str for k in ("layer", "category", "message", "owner"))):

@@ -240,10 +240,10 @@ class IdentityData(TypedDict):
     serving: NotRequired[str]
 
 
-class RunData(TypedDict, total=False):
-    """``model.run`` (:mod:`pytest_hetero.layers.execution`): the exit code, the run's wall time (s), its memory
-    high-water mark (MiB; None when not read). Read with ``.get``: sample bundles hold model.run records
-    with other fields (tests/bundle_samples.py)."""
+class RunData(TypedDict):
+    """``model.run`` (:mod:`pytest_hetero.layers.execution`, its one writer, which has written these three on every
+    record since the first version, beside the argv, timeout, streams and the engine's details): the exit code
+    (None: the engine got none), the run's wall time (s), its memory high-water mark (MiB; None when not read)."""
 
     exit_code: int | None
     duration_s: float

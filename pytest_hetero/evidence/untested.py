@@ -22,6 +22,7 @@ from pytest_hetero.vocab import Status
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import (
+        ByLayer,
         Entry,
         ItemDict,
         NotProvenEntry,
@@ -167,7 +168,7 @@ def summarise(items: Iterable[ItemDict], untested: UntestedSection,
     """
     from pytest_hetero.judge.verdict import run_verdict
 
-    by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
+    by_layer: ByLayer = {"discovery": {}, "scheduling": {}, "startup": {}, "model": {}, "business": {}}
     seen: set[str] = set()
     both: Iterable[Entry] = itertools.chain(items, untested["items"])  # not a list: items may be read from disk
     flaky: list[str] = []
@@ -177,11 +178,11 @@ def summarise(items: Iterable[ItemDict], untested: UntestedSection,
         if entry["nodeid"] in seen:
             continue
         seen.add(entry["nodeid"])
-        counts = by_layer.setdefault(entry["layer"], {})
+        counts = by_layer[entry["layer"]]
         counts[entry["status"]] = counts.get(entry["status"], 0) + 1
     totals: dict[str, int] = {}
-    for counts in by_layer.values():
-        for status, n in counts.items():
+    for layer in LAYERS:
+        for status, n in by_layer[layer].items():
             totals[status] = totals.get(status, 0) + n
     left = len(leftovers or [])
     unconfined = any(p["part"] in (ISOLATION_PART, MODELS_ISOLATION_PART, INPUTS_PART)

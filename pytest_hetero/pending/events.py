@@ -130,12 +130,13 @@ def parse_event_rows(lines: list[str]) -> list[EventRow]:
                             source=source, lines=[index])
             rows.append(last)
             continue
-        m = _BARE_ROW.match(line) or _BARE_NO_OBJECT.match(line)
+        bare = _BARE_ROW.match(line)  # names the object (and maybe the namespace); _BARE_NO_OBJECT names neither
+        m = bare or _BARE_NO_OBJECT.match(line)
         if m:
-            groups = m.groupdict()  # _BARE_NO_OBJECT has no object or namespace
             age, count, over = _age(m.group("age"))
             last = EventRow(m.group("type"), m.group("reason"), m.group("message"), age, count, over,
-                            object=groups.get("object") or "", namespace=groups.get("ns") or "", lines=[index])
+                            object=bare.group("object") if bare else "", namespace=(bare.group("ns") or "") if bare
+                            else "", lines=[index])
             rows.append(last)
             continue
         if last is not None and line[:1] in (" ", "\t") and not re.match(r"^\s*-{3,}", line) and not re.match(

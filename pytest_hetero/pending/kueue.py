@@ -32,9 +32,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import msgspec
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.pending.model import Condition, Reason, as_list, as_map, as_text, conditions_of, make_reason
+from pytest_hetero.pending.model import (
+    Condition,
+    Reason,
+    as_list,
+    as_map,
+    as_text,
+    conditions_of,
+    fields_of,
+    make_reason,
+)
 from pytest_hetero.pending.objects import KubeObject
 
 _R = r"(?P<res>[\w./-]+)"
@@ -116,50 +128,89 @@ def parse_kueue_message(
     return [r for _, r in hits]
 
 
+class _Groups(NamedTuple):
+    """The named groups of a :data:`_PATTERNS` match, each None when its pattern has no such group or the group
+    took no part: the resource and flavor, ``cohort`` (borrowing in the cohort), the quantities more needed,
+    previously requested, requested and the maximum, the untolerated ``taint``, and the queue's ``kind``
+    (ClusterQueue or LocalQueue, always with ``queue``). Every group a pattern names is a field (a pattern with
+    another group fails every test that reaches it)."""
+
+    res: str | None = None
+    flavor: str | None = None
+    cohort: str | None = None
+    more: str | None = None
+    prev: str | None = None
+    req: str | None = None
+    max: str | None = None
+    taint: str | None = None
+    kind: str | None = None
+    queue: str | None = None
+
+
 def _reason(
     text: str, m: re.Match[str], code: str, requests: Mapping[str, str], base: Mapping[str, str]
 ) -> Reason:
-    g = {k: v for k, v in m.groupdict().items() if v is not None}
+    g = _Groups(**m.groupdict())
     quantities: dict[str, str] = {}
-    if "more" in g:
-        quantities["more_needed"] = g["more"]
-    if "prev" in g:
-        quantities["previously_requested"] = g["prev"]
-    if "req" in g:
-        quantities["requested"] = g["req"]
-    elif g.get("res") in requests:
-        quantities["requested"] = requests[g["res"]]
-    if "max" in g:
-        quantities["maximum"] = g["max"]
+    if g.more is not None:
+        quantities["more_needed"] = g.more
+    if g.prev is not None:
+        quantities["previously_requested"] = g.prev
+    if g.req is not None:
+        quantities["requested"] = g.req
+    elif g.res is not None and g.res in requests:
+        quantities["requested"] = requests[g.res]
+    if g.max is not None:
+        quantities["maximum"] = g.max
     detail = dict(base)
     sets = [p for p in _POD_SET.finditer(text) if p.start() < m.start()]
     if sets:
         detail["pod_set"] = sets[-1].group("ps")
-    if "cohort" in g:
+    if g.cohort is not None:
         detail["cohort"] = "true"
-    if "queue" in g:
-        detail[g["kind"].lower()] = g["queue"]
+    if g.queue is not None and g.kind is not None:
+        detail[g.kind.lower()] = g.queue
     if m.group(0).startswith("borrowing limit"):
         detail["borrowing_limit"] = "exceeded"
-    taint = g.get("taint", "").strip() or None
+    taint = (g.taint or "").strip() or None
     return make_reason(
         "kueue",
         code,
         m.group(0),
-        resource=g.get("res"),
-        flavor=g.get("flavor"),
+        resource=g.res,
+        flavor=g.flavor,
         quantities=quantities,
         taint=taint,
         detail=detail,
     )
 
 
+class _WorkloadStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """A pasted Kueue Workload's ``status`` (``kueue.x-k8s.io`` ``WorkloadStatus``) as far as :func:`_requests` reads
+    it: ``resourceRequests`` as written (one ``PodSetRequest`` per pod set; None when absent)."""
+
+    resourceRequests: object = None  # noqa: N815 - Kueue's field name
+
+
+class _PodSetRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One ``status.resourceRequests[]`` entry (``PodSetRequest``): its ``resources`` (resource -> quantity) as
+    written."""
+
+    resources: object = None
+
+
+class _WorkloadSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A pasted Workload's ``spec`` as far as :meth:`WorkloadFacts.parse` reads it: the LocalQueue it names."""
+
+    queueName: object = None  # noqa: N815 - Kueue's field name
+
+
 def _requests(status: Mapping[str, object]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for entry in as_list(status.get("resourceRequests"), "status.resourceRequests"):
-        request: Mapping[str, object] = entry if isinstance(entry, Mapping) else {}
-        if request:
-            for name, value in as_map(request.get("resources"), "status.resourceRequests[].resources").items():
+    for entry in as_list(fields_of(status, _WorkloadStatus).resourceRequests, "status.resourceRequests"):
+        if isinstance(entry, Mapping) and entry:
+            resources = fields_of(entry, _PodSetRequest).resources
+            for name, value in as_map(resources, "status.resourceRequests[].resources").items():
                 out.setdefault(str(name), str(value))
     return out
 
@@ -206,8 +257,8 @@ class WorkloadFacts:
         conditions = conditions_of(parsed.conditions_or_own(), "status.conditions")
         requests = _requests(found)
         as_map(parsed.metadata_value, "metadata")  # refused when not a mapping (its name is parsed.name)
-        return cls(conditions, requests, parsed.name or "",
-                   as_text(as_map(parsed.spec_value, "spec").get("queueName")) or "")
+        spec = fields_of(as_map(parsed.spec_value, "spec"), _WorkloadSpec)
+        return cls(conditions, requests, parsed.name or "", as_text(spec.queueName) or "")
 
 
 def parse_workload(obj: Mapping[str, object]) -> list[Reason]:

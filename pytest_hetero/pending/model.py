@@ -83,7 +83,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict, get_args
+from typing import Any, NamedTuple, TypedDict, TypeVar, get_args
+
+import msgspec
 
 from pytest_hetero.judge.failures import OwnerRole, entry
 
@@ -296,6 +298,31 @@ def as_text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+
+def fields_of(raw: Mapping[Any, object], shape: type[_S]) -> _S:
+    """The mapping ``raw`` (a part of a pasted object, from YAML or JSON) as ``shape``: a Struct that declares the
+    fields a reader uses, each taking any value (``object``, a default for absent), which the reader narrows.
+    Unknown keys are ignored, and so is a key that is not text (YAML ``1: x``), as a field no reader names.
+    Never raises."""
+    try:
+        return msgspec.convert(raw, shape)
+    except msgspec.ValidationError:  # a key that is not a string (every declared field takes any value)
+        return msgspec.convert({k: v for k, v in raw.items() if isinstance(k, str)}, shape)
+
+
+class _ConditionFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``status.conditions[]`` entry as pasted (core/v1 ``PodCondition``, Kueue's and Volcano's
+    ``metav1.Condition``-like entries): the four fields :class:`Condition` reads, each as written (None when
+    absent or null)."""
+
+    type: object = None
+    status: object = None
+    reason: object = None
+    message: object = None
+
+
 class Condition(NamedTuple):
     """A ``status.conditions[]`` entry of a Kubernetes object (Pod, Kueue Workload, Volcano PodGroup): ``type``,
     ``status``, ``reason`` and ``message``, each as text (None when absent or null)."""
@@ -307,9 +334,9 @@ class Condition(NamedTuple):
 
     @classmethod
     def parse(cls, raw: Mapping[str, object]) -> Condition:
-        """The fields of the condition mapping ``raw``."""
-        return cls(as_text(raw.get("type")), as_text(raw.get("status")), as_text(raw.get("reason")),
-                   as_text(raw.get("message")))
+        """The fields of the condition mapping ``raw`` (:func:`fields_of`: never raises)."""
+        found = fields_of(raw, _ConditionFields)
+        return cls(as_text(found.type), as_text(found.status), as_text(found.reason), as_text(found.message))
 
 
 def mappings_of(value: Any, what: str) -> list[Mapping[str, object]]:

@@ -20,6 +20,10 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import msgspec
+
+from pytest_hetero.pending.model import fields_of
+
 _TOP = re.compile(r"^(?P<key>[A-Z][\w -]{0,40}):(?:\s+(?P<value>.*?))?\s*$")
 
 
@@ -227,13 +231,34 @@ def parse_hami_register(value: str | list[object]) -> list[HamiDevice]:
     out = []
     for item in data if isinstance(data, list) else []:
         if isinstance(item, dict):
-            fields: dict[str, object] = item  # a JSON object: text keys, each value narrowed below
-            health, mode = fields.get("health"), fields.get("mode")
-            out.append(HamiDevice(str(fields.get("id", "")), _int(fields.get("count")), _int(fields.get("devmem")),
-                                  _int(fields.get("devcore")), str(fields.get("type", "")),
-                                  health if isinstance(health, bool) else None,
-                                  mode=str(mode) if mode or mode == "" else None, numa=_int(fields.get("numa"))))
+            out.append(_json_device(item))
     return out
+
+
+class _HamiEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One device of HAMi's JSON registration (HAMi >= 2.4, ``pkg/util`` ``DeviceInfo``'s JSON fields as far as the
+    reader uses them), each value as written: absent or null reads as None (``id`` and ``type`` as ""). A value of
+    another type than HAMi writes is not refused here: :func:`_json_device` narrows each one."""
+
+    id: object = ""
+    count: object = None
+    devmem: object = None
+    devcore: object = None
+    type: object = ""
+    mode: object = None
+    health: object = None
+    numa: object = None
+
+
+def _json_device(item: dict[object, object]) -> HamiDevice:
+    """The device of one JSON (or YAML) registration entry (:func:`~pytest_hetero.pending.model.fields_of`: never
+    raises). Counts read as integers (None when not one), ``health`` only a boolean, ``mode`` as text when it is a
+    non-empty value or ""."""
+    entry = fields_of(item, _HamiEntry)
+    mode = entry.mode
+    return HamiDevice(str(entry.id), _int(entry.count), _int(entry.devmem), _int(entry.devcore), str(entry.type),
+                      entry.health if isinstance(entry.health, bool) else None,
+                      mode=str(mode) if mode or mode == "" else None, numa=_int(entry.numa))
 
 
 def is_hami_register(value: object) -> bool:

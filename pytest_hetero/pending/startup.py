@@ -21,7 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_hetero.pending.model import Reason, make_reason
+import msgspec
+
+from pytest_hetero.pending.model import Reason, fields_of, make_reason
 
 _DEVICE_RUNTIME = re.compile(
     r"nvidia-container-cli|driver rpc error|could not select device driver|unknown runtime|"
@@ -207,10 +209,28 @@ def container_state(entry: Mapping[str, Any]) -> ContainerState:
     ``ContainerState``: ``{"waiting": {...}}`` or ``{"terminated": {...}}``) -> its ``reason`` and ``message``
     ("" when absent) plus the ``exit_code`` (``exitCode`` as text) of a terminated container; nothing known
     when the container is running or the state is empty. Never raises."""
-    for kind in ("waiting", "terminated"):
-        part = entry.get(kind)
+    found = fields_of(entry, _StateFields)
+    for kind, part in (("waiting", found.waiting), ("terminated", found.terminated)):
         if isinstance(part, Mapping):
-            return ContainerState(reason=str(part.get("reason", "")), message=str(part.get("message", "")),
-                                  exit_code=str(part["exitCode"]) if kind == "terminated" and "exitCode" in part
-                                  else None)
+            state = fields_of(part, _StateDetail)
+            return ContainerState(reason=str(state.reason), message=str(state.message),
+                                  exit_code=str(state.exitCode) if kind == "terminated"
+                                  and state.exitCode is not msgspec.UNSET else None)
     return ContainerState()
+
+
+class _StateFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A pasted core/v1 ``ContainerState``: its ``waiting`` and ``terminated`` parts as written (None when absent;
+    :func:`container_state` reads a part only when it is a mapping)."""
+
+    waiting: object = None
+    terminated: object = None
+
+
+class _StateDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``ContainerStateWaiting`` or ``ContainerStateTerminated`` as pasted: ``reason`` and ``message`` as written
+    ("" when absent), ``exitCode`` as written (UNSET when absent: a null one reads as written)."""
+
+    reason: object = ""
+    message: object = ""
+    exitCode: object = msgspec.UNSET  # noqa: N815 - core/v1's field name

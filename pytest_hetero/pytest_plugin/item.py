@@ -44,7 +44,7 @@ from pytest_hetero.pytest_plugin.stash import (
 from pytest_hetero.redact import Redactor
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import ItemDict
+    from pytest_hetero.evidence.document import AttemptDict, ItemDict
     from pytest_hetero.pytest_plugin.stash import SlimEvidence
 
 STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
@@ -97,7 +97,7 @@ def _group(name: str) -> pytest.MarkDecorator:
     return _MARKERS[key]
 
 
-def keep_attempt(bundle_dir: Path, evidence: ItemDict | SlimEvidence, number: int) -> dict[str, Any]:
+def keep_attempt(bundle_dir: Path, evidence: ItemDict | SlimEvidence, number: int) -> AttemptDict:
     """``evidence`` of attempt ``number`` with its artifact files moved from ``<folder>/<name>`` to
     ``<folder>/attempt-<number>/<name>`` under ``bundle_dir`` and every mention of their paths
     (artifacts, records) rewritten; a file already gone keeps its recorded path."""
@@ -111,7 +111,7 @@ def keep_attempt(bundle_dir: Path, evidence: ItemDict | SlimEvidence, number: in
             (bundle_dir / new).parent.mkdir(parents=True, exist_ok=True)
             source.replace(bundle_dir / new)
             moved[str(old)] = str(new)
-    kept: dict[str, Any] = _renamed(evidence, moved)
+    kept: AttemptDict = _renamed(evidence, moved)  # the same JSON, paths renamed
     kept["attempt"] = number
     return kept
 

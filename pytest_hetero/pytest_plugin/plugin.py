@@ -109,6 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[PLANS] = {}
     config.stash[BACKENDS] = {}
     config.stash[DESELECTED] = {}
+    config.stash[RECORDER] = None  # a worker's: the controller's journal is opened last (below)
     config.addinivalue_line("markers", "hetero: an item of a pytest-hetero validation matrix")
     for layer in LAYERS:
         config.addinivalue_line("markers", f"{layer}: pytest-hetero {layer} layer item")
@@ -199,7 +200,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     (:func:`~pytest_hetero.pytest_plugin.xdist.refused_dist`), then claim the run folder before the
     workers start (a second run with this run id is refused here)."""
     config = session.config
-    recorder = config.stash.get(RECORDER, None)
+    recorder = config.stash[RECORDER]
     if recorder is None or config.option.collectonly or config.pluginmanager.getplugin("dsession") is None:
         return
     from pytest_hetero.pytest_plugin.selection import matrices_in_args
@@ -316,7 +317,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         raise pytest.UsageError(f"pytest-hetero: {same}; the bundle keys matrices by metadata.name "
                                 "(inputs/<name>.matrix.yaml, never-covered values): give each matrix of one run "
                                 "its own name")
-    recorder = session.config.stash.get(RECORDER, None)
+    recorder = session.config.stash[RECORDER]
     if recorder is not None:
         _claim(session.config, recorder)
         # journal every collected matrix now, not with its first finished item: a run killed,
@@ -598,7 +599,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[
 def _interrupted_finish(session: pytest.Session) -> None:
     """Say the bundle is unfinished and how to finish it; close the journal (releasing the run folder)."""
     config = session.config
-    recorder = config.stash.get(RECORDER, None)
+    recorder = config.stash[RECORDER]
     if recorder is not None:
         _flush_journaler(config)
         recorder.close()
@@ -613,7 +614,7 @@ def _interrupted_finish(session: pytest.Session) -> None:
 
 def _session_finish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    recorder = config.stash.get(RECORDER, None)
+    recorder = config.stash[RECORDER]
     leftovers = _close_backends(config, recorder)
     if getattr(config, "workerinput", None) is not None:
         config.workeroutput["hetero_leftovers"] = leftovers  # type: ignore[attr-defined]

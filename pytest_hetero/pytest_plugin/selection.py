@@ -102,7 +102,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     so a bad value is a usage error before anything runs. On a pytest-xdist controller, which
     collects nothing itself, also journal the matrices and the deselections here."""
     config = session.config
-    recorder = config.stash.get(RECORDER, None)
+    recorder = config.stash[RECORDER]
     controller = recorder is not None and config.pluginmanager.getplugin("dsession") is not None
     if not (selection_asked(config.stash[SETTINGS]) or controller):
         return

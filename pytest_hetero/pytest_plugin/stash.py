@@ -8,7 +8,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.protocol import Backend
-    from pytest_hetero.evidence.document import FailureDict, ItemDict  # noqa: F401 - named in StashKey["…"]
+    from pytest_hetero.evidence.document import AttemptDict, FailureDict, ItemDict  # noqa: F401 - named in StashKey["…"]
     from pytest_hetero.evidence.recorder import Recorder  # noqa: F401 - named in StashKey["…"]
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 SETTINGS = pytest.StashKey["Settings"]()
 """The frozen run settings (set by ``pytest_configure``, which aborts the run when they do not resolve: read it
 with a subscript)."""
-RECORDER = pytest.StashKey["Recorder"]()
-"""The evidence journal; present on the controller (or a run without xdist) only."""
+RECORDER = pytest.StashKey["Recorder | None"]()
+"""The evidence journal on the controller (or a run without xdist); None on a pytest-xdist worker, which journals
+nothing (``pytest_configure`` sets it either way, with :data:`SETTINGS`: read it with a subscript)."""
 PLANS = pytest.StashKey[dict[str, tuple["Matrix", "Plan"]]]()
 """Matrix file nodeid → (matrix, plan), filled at collection (``pytest_configure`` sets it empty, with
 :data:`SETTINGS`: read it with a subscript)."""
@@ -62,7 +63,7 @@ DESELECTED = pytest.StashKey[dict[str, str]]()
 """Nodeid → reason for items deselected in this process (-k/-m/profile/shard)."""
 FINAL = pytest.StashKey[SlimEvidence]()
 """On an item: the evidence already attached to one of this attempt's reports (attached once per attempt)."""
-ATTEMPTS = pytest.StashKey[list[dict[str, Any]]]()
+ATTEMPTS = pytest.StashKey[list["AttemptDict"]]()
 """On an item a rerun plugin ran again: the evidence of its earlier attempts, artifacts moved to ``attempt-N/``."""
 RAISED = pytest.StashKey[list[BaseException]]()
 """On an item: the failures its runs raised (:class:`~pytest_hetero.pytest_plugin.item.LayerFailure`), whose

@@ -356,7 +356,7 @@ def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
         return t("proves.model", model=ident["model"] if ident else keys.model,
                  version=ident["version"] if ident else "?", dataset=ident["dataset"] if ident else keys.dataset,
                  dataset_version=ident["dataset_version"] if ident else "?", resource=res, image=img,
-                 duration=run.get("duration_s", "?") if run else "?")
+                 duration=run["duration_s"] if run else "?")
     rules = f.first(item, RULES)
     return t("proves.business", model=keys.model, dataset=keys.dataset, resource=res, image=img,
              rules=len(rules["results"]) if rules else 0)

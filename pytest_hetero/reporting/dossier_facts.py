@@ -93,7 +93,7 @@ class Facts:
         self.names = {m["prefix"]: m["name"] for m in self.matrices}
         self.totals: Counter[str] = Counter(evidence["summary"]["totals"])
         self.by_layer_counts: dict[str, Counter[str]] = {
-            layer: Counter({s: int(n) for s, n in (evidence["summary"]["by_layer"].get(layer) or {}).items()})
+            layer: Counter({s: int(n) for s, n in evidence["summary"]["by_layer"][layer].items()})
             for layer in LAYERS}
 
     def first(self, item: Entry, kind: Kind[D]) -> D | None:

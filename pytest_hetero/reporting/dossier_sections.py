@@ -206,8 +206,8 @@ def _fact(f: Facts, t: Text, layer: str, item: Entry) -> str:
         return t("fact.digest", digest=digest(found)) if found else ""
     if layer == "model":
         run = f.first(item, RUN)
-        return t("fact.run", exit_code=run.get("exit_code"), duration=run.get("duration_s"),
-                 rss="—" if run.get("peak_rss_mib") is None else run["peak_rss_mib"]) if run else ""
+        return t("fact.run", exit_code=run["exit_code"], duration=run["duration_s"],
+                 rss="—" if run["peak_rss_mib"] is None else run["peak_rss_mib"]) if run else ""
     results = [r for d in f.all(item, RULES) for r in d["results"]]
     return t("fact.rules", passed=sum(r["verdict"] == "pass" for r in results), total=len(results)) \
         if results else ""
@@ -326,7 +326,7 @@ def operations(f: Facts, t: Text) -> Operations:
 
 def _usage_rows(f: Facts, t: Text, item: Entry, data: UsageData) -> list[UsageRow]:
     run = f.first(item, RUN)
-    rss = t("ops.mib", value=number(run["peak_rss_mib"], 1)) if run and run.get("peak_rss_mib") is not None else ""
+    rss = t("ops.mib", value=number(run["peak_rss_mib"], 1)) if run and run["peak_rss_mib"] is not None else ""
     item_id, source = short(item["nodeid"]), str(data["source"])
     if not data["available"]:
         return [{"item": item_id, "source": source, "rss": rss, "device": "",

@@ -40,7 +40,7 @@ def summary_lines(evidence: EvidenceDocument, bundle_dir: Path) -> list[str]:
     lines = [f"verdict: {summary['verdict'].upper()}   evidence: {bundle_dir / 'evidence.json'}"]
     width = max(len(layer) for layer in LAYERS)
     for layer in LAYERS:
-        counts = summary["by_layer"].get(layer, {})
+        counts = summary["by_layer"][layer]
         text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
         lines.append(f"  {layer:<{width}}  {text}")
     lines += _coverage_lines(evidence) + _failure_lines(evidence) + _cleanup_lines(evidence) + _flaky_lines(evidence)
@@ -82,7 +82,7 @@ def _flaky_lines(evidence: EvidenceDocument) -> list[str]:
     flaky = set(evidence["summary"].get("flaky", []))
     lines = []
     for item in (i for i in evidence["items"] if i["nodeid"] in flaky):
-        before = "; ".join(f"attempt {a['attempt']} {a['status']}: {(a.get('failure') or {}).get('category', '')}"
+        before = "; ".join(f"attempt {a['attempt']} {a['status']}: {a['failure']['category'] if a['failure'] else ''}"
                            for a in item.get("attempts", []))
         lines.append(f"flaky (passed on a rerun): {item['nodeid']} ({before})")
     return lines

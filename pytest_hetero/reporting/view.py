@@ -513,7 +513,7 @@ def failures_by_owner(evidence: EvidenceDocument) -> list[tuple[str, list[Failed
 def layer_counts(evidence: EvidenceDocument) -> list[tuple[str, dict[str, int]]]:
     """[(layer, {status: n for every status in STATUSES})] in layer order."""
     by_layer = evidence["summary"]["by_layer"]
-    return [(layer, {s: int(by_layer.get(layer, {}).get(s, 0)) for s in STATUSES}) for layer in LAYERS]
+    return [(layer, {s: int(by_layer[layer].get(s, 0)) for s in STATUSES}) for layer in LAYERS]
 
 
 def owner_shown(entry: Entry) -> str:
