@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeGuard,
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
 from pytest_hetero.matrix import gate_metrics
 from pytest_hetero.matrix.truth_table import slice_text
@@ -895,3 +896,6 @@ def _evaluate_service(rule: AcceptanceRule, outputs: ModelOutputs) -> RuleVerdic
     scope = f" at concurrency {wanted}" if wanted is not None else " at every concurrency level"
     return {"expected": expected + scope, "observed": "; ".join(observed), "verdict": "fail" if bad else "pass",
             "detail": ("bound missed at " + "; ".join(bad)) if bad else ""}
+
+
+resolve(__name__)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from pytest_hetero import LAYERS
+from pytest_hetero.declared import resolve
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
 from pytest_hetero.matrix import taskqueues
@@ -679,3 +680,6 @@ def _display(path: Path) -> str:
 def _strings(names: list[str]) -> tuple[str, ...]:
     """A governance probe's list of names (network and data boundaries), as strings."""
     return tuple(str(v) for v in names)
+
+
+resolve(__name__)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import msgspec
 
+from pytest_hetero.declared import resolve
+
 
 class UserInfo(msgspec.Struct, frozen=True, kw_only=True):
     """An Event's ``user`` or ``impersonatedUser`` (``authentication.k8s.io/v1`` UserInfo): the user name and
@@ -64,3 +66,6 @@ class ManagedFieldsEntry(msgspec.Struct, frozen=True, kw_only=True):
     operation: str | None = None
     time: str | None = None
     subresource: str | None = None
+
+
+resolve(__name__)

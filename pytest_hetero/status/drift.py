@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import msgspec
 
+from pytest_hetero.declared import resolve
 from pytest_hetero.status.snapshots import ClusterSnapshot, SnapshotNode
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
@@ -370,3 +371,6 @@ def baseline_snapshot(evidence: EvidenceDocument, matrix_name: str) -> dict[str,
         if entry.matrix == matrix_name:
             return entry.snapshot
     return None
+
+
+resolve(__name__)

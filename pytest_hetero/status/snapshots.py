@@ -14,6 +14,8 @@ from typing import Any
 
 import msgspec
 
+from pytest_hetero.declared import resolve
+
 
 def _map(value: object) -> Mapping[str, object]:
     """``value`` when it is a JSON object (text keys), else an empty one (absent, null or another type)."""
@@ -109,3 +111,6 @@ class ClusterSnapshot:
                    sections=sections,
                    cluster_queues={ref: str(spec["clusterQueue"]) for ref, spec in _map(kueue.localqueues).items()
                                    if isinstance(spec, dict) and spec.get("clusterQueue")})
+
+
+resolve(__name__)
