@@ -16,6 +16,8 @@ imports a fresh copy of every module of the package and proves each Struct it de
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -28,3 +30,17 @@ def resolve(module: str) -> None:
     for value in list(vars(sys.modules[module]).values()):
         if isinstance(value, type) and issubclass(value, msgspec.Struct) and value.__module__ == module:
             msgspec.json.Decoder(value)
+
+
+_Shape = TypeVar("_Shape", bound=msgspec.Struct)
+
+
+def as_written(raw: Mapping[Any, object], shape: type[_Shape]) -> _Shape:
+    """The mapping ``raw`` (a part of a pasted object, from YAML or JSON: hostile or partial) as ``shape``, a Struct
+    that declares the fields its readers use, each typed ``object`` with the default an absent key reads as; values
+    are kept as written (null included) for the reader to narrow. Unknown keys are ignored, and so is a key that is
+    not text (YAML ``1: x``), as a field no reader names. Never raises for such a ``shape``."""
+    try:
+        return msgspec.convert(raw, shape)
+    except msgspec.ValidationError:  # a key that is not text: msgspec reads an object's keys as field names
+        return msgspec.convert({k: v for k, v in raw.items() if isinstance(k, str)}, shape)

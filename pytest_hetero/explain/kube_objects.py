@@ -9,7 +9,7 @@ each shape documents; values recorded as finding quantities keep their scalar as
 text). The field names and meanings are the Kubernetes API's (core/v1 Node, Event), Kueue's
 (kueue.x-k8s.io/v1beta1 Workload) and Volcano's (scheduling.volcano.sh PodGroup/Queue, batch.volcano.sh Job); each
 part read is declared once as a Struct of the fields as written (the ``*Fields`` classes) and read by
-:func:`~pytest_hetero.pending.objects.read_fields`."""
+:func:`~pytest_hetero.pending.objects.as_written`."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from typing import NamedTuple
 
 import msgspec
 
-from pytest_hetero.declared import resolve
+from pytest_hetero.declared import as_written, resolve
 from pytest_hetero.explain.model import Value
 from pytest_hetero.pending.events import EventRow
 from pytest_hetero.pending.model import Condition
-from pytest_hetero.pending.objects import EventObject, KubeObject, read_fields
+from pytest_hetero.pending.objects import EventObject, KubeObject
 
 __all__ = ["KubeEvent", "KubeObject", "NodeObject", "PodGroupObject", "PodSetAssignment", "QueueObject",
            "VcJobObject", "WorkloadObject", "conditions", "scalar"]
@@ -125,10 +125,10 @@ class NodeObject:
         ``capacity``/``allocatable`` is not a mapping or ``addresses`` not iterable."""
         status, found = (obj.status, obj.status_conditions) if obj.status is not None else (obj.whole,
                                                                                            obj.own_conditions)
-        fields = read_fields(status, NodeStatusFields)
+        fields = as_written(status, NodeStatusFields)
         addresses = {str(a.type): str(a.address)
-                     for a in (read_fields(entry, NodeAddressFields) for entry in _objects(fields.addresses))}
-        taints = tuple(read_fields(t, TaintFields).text() for t in _objects(read_fields(obj.spec, TaintsFields).taints))
+                     for a in (as_written(entry, NodeAddressFields) for entry in _objects(fields.addresses))}
+        taints = tuple(as_written(t, TaintFields).text() for t in _objects(as_written(obj.spec, TaintsFields).taints))
         ann = obj.meta.annotations
         registers = tuple(str(value) for key, value in (ann.items() if isinstance(ann, Mapping) else ())
                           if str(key).startswith("hami.io/node-") and str(key).endswith("-register"))
@@ -179,10 +179,10 @@ class WorkloadObject:
     def parse(cls, obj: KubeObject) -> WorkloadObject:
         """Read the workload fields of ``obj``. Raises AttributeError as the reader always did when a pod set's
         ``flavors``/``resourceUsage`` is not a mapping."""
-        found = read_fields(obj.status_or_empty(), WorkloadStatusFields).admission
-        admission = read_fields(found if isinstance(found, Mapping) else {}, AdmissionFields)
+        found = as_written(obj.status_or_empty(), WorkloadStatusFields).admission
+        admission = as_written(found if isinstance(found, Mapping) else {}, AdmissionFields)
         assignments = tuple(PodSetAssignment(_resources(ps.flavors), _resources(ps.resource_usage))
-                            for ps in (read_fields(entry, PodSetAssignmentFields)
+                            for ps in (as_written(entry, PodSetAssignmentFields)
                                        for entry in _objects(admission.pod_set_assignments)))
         return cls({c.type: c for c in conditions(obj.status_conditions)}, scalar(admission.cluster_queue),
                    assignments)
@@ -252,7 +252,7 @@ class PodGroupObject:
     @classmethod
     def parse(cls, obj: KubeObject) -> PodGroupObject:
         """Read the PodGroup fields of ``obj``."""
-        spec, status = read_fields(obj.spec, PodGroupSpecFields), read_fields(obj.status_or_empty(), PhaseFields)
+        spec, status = as_written(obj.spec, PodGroupSpecFields), as_written(obj.status_or_empty(), PhaseFields)
         return cls(str(spec.queue), str(status.phase), scalar(spec.min_member), _texts(spec.min_resources))
 
 
@@ -270,8 +270,8 @@ class VcJobObject:
     @classmethod
     def parse(cls, obj: KubeObject) -> VcJobObject:
         """Read the Job fields of ``obj``."""
-        spec, status = read_fields(obj.spec, VcJobSpecFields), read_fields(obj.status_or_empty(), VcJobStatusFields)
-        state = read_fields(status.state if isinstance(status.state, Mapping) else {}, PhaseFields)
+        spec, status = as_written(obj.spec, VcJobSpecFields), as_written(obj.status_or_empty(), VcJobStatusFields)
+        state = as_written(status.state if isinstance(status.state, Mapping) else {}, PhaseFields)
         return cls(str(state.phase), scalar(status.min_available or spec.min_available), scalar(status.pending),
                    scalar(status.running), scalar(spec.queue))
 
@@ -296,7 +296,7 @@ class QueueObject:
     def parse(cls, obj: KubeObject) -> QueueObject:
         """Read the Queue fields of ``obj``."""
         status = obj.status_or_empty()
-        spec, fields = read_fields(obj.spec, QueueSpecFields), read_fields(status, QueueStatusFields)
+        spec, fields = as_written(obj.spec, QueueSpecFields), as_written(status, QueueStatusFields)
         blocks = {part: _texts(block) for part, block in (
             ("capability", spec.capability), ("guarantee", spec.guarantee), ("deserved", spec.deserved),
             ("allocated", fields.allocated), ("reservation", fields.reservation)) if isinstance(block, Mapping)}

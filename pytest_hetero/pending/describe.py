@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pytest_hetero.declared import as_written
 from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
 from pytest_hetero.pending.model import Reason, as_map, conditions_of, make_reason, mappings_of
@@ -33,7 +34,6 @@ from pytest_hetero.pending.objects import (
     PodSpecFields,
     PodStatusFields,
     SchedulingGateFields,
-    read_fields,
 )
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 from pytest_hetero.pending.startup import (
@@ -355,8 +355,8 @@ def parse_event_object(obj: Mapping[str, object]) -> list[Reason]:
 def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a Pod dict: PodScheduled=False, kubelet rejections, container statuses."""
     parsed = KubeObject.parse(obj)
-    status = read_fields(as_map(parsed.status_value, "status"), PodStatusFields)
-    spec = read_fields(as_map(parsed.spec_value, "spec"), PodSpecFields)
+    status = as_written(as_map(parsed.status_value, "status"), PodStatusFields)
+    spec = as_written(as_map(parsed.spec_value, "spec"), PodSpecFields)
     reasons: list[Reason] = []
     for cond in conditions_of(parsed.status_conditions, "status.conditions"):
         if cond.type != "PodScheduled" or cond.status == "True":
@@ -364,7 +364,7 @@ def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
         message = cond.message or ""
         if cond.reason == "SchedulingGated":
             gates = ",".join(
-                str(read_fields(g, SchedulingGateFields).name)
+                str(as_written(g, SchedulingGateFields).name)
                 for g in mappings_of(spec.scheduling_gates, "spec.schedulingGates")
             )
             reasons.append(
@@ -378,8 +378,8 @@ def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
             continue
         volcano = "volcano" in str(spec.scheduler_name)
         found = parse_scheduler_message(message, source="volcano" if volcano else "scheduler")
-        affinity = read_fields(as_map(spec.affinity, "spec.affinity"), AffinityFields)
-        node_affinity = read_fields(as_map(affinity.node_affinity, "spec.affinity.nodeAffinity"), NodeAffinityFields)
+        affinity = as_written(as_map(spec.affinity, "spec.affinity"), AffinityFields)
+        node_affinity = as_written(as_map(affinity.node_affinity, "spec.affinity.nodeAffinity"), NodeAffinityFields)
         if node_affinity.required_during_scheduling_ignored_during_execution and not spec.node_selector:
             found = [
                 make_reason(
@@ -396,7 +396,7 @@ def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
     for key, listed in (("initContainerStatuses", status.init_container_statuses),
                         ("containerStatuses", status.container_statuses)):
         for entry in mappings_of(listed, f"status.{key}"):
-            seen = read_fields(entry, ContainerStatusFields)
+            seen = as_written(entry, ContainerStatusFields)
             reasons += container_reasons(
                 str(seen.name) or None,
                 container_state(as_map(seen.state, f"status.{key}[].state")),

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from pytest_hetero.declared import as_written
 from pytest_hetero.errors import ParseError
 from pytest_hetero.pending.model import (
     Condition,
@@ -44,7 +45,6 @@ from pytest_hetero.pending.model import (
     as_map,
     as_text,
     conditions_of,
-    fields_of,
     make_reason,
 )
 from pytest_hetero.pending.objects import KubeObject
@@ -207,9 +207,9 @@ class _WorkloadSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 def _requests(status: Mapping[str, object]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for entry in as_list(fields_of(status, _WorkloadStatus).resourceRequests, "status.resourceRequests"):
+    for entry in as_list(as_written(status, _WorkloadStatus).resourceRequests, "status.resourceRequests"):
         if isinstance(entry, Mapping) and entry:
-            resources = fields_of(entry, _PodSetRequest).resources
+            resources = as_written(entry, _PodSetRequest).resources
             for name, value in as_map(resources, "status.resourceRequests[].resources").items():
                 out.setdefault(str(name), str(value))
     return out
@@ -257,7 +257,7 @@ class WorkloadFacts:
         conditions = conditions_of(parsed.conditions_or_own(), "status.conditions")
         requests = _requests(found)
         as_map(parsed.metadata_value, "metadata")  # refused when not a mapping (its name is parsed.name)
-        spec = fields_of(as_map(parsed.spec_value, "spec"), _WorkloadSpec)
+        spec = as_written(as_map(parsed.spec_value, "spec"), _WorkloadSpec)
         return cls(conditions, requests, parsed.name or "", as_text(spec.queueName) or "")
 
 

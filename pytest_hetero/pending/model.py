@@ -87,6 +87,7 @@ from typing import Any, NamedTuple, TypedDict, TypeVar, get_args
 
 import msgspec
 
+from pytest_hetero.declared import as_written
 from pytest_hetero.judge.failures import OwnerRole, entry
 
 SOURCES: frozenset[str] = frozenset(
@@ -301,16 +302,6 @@ def as_text(value: object) -> str | None:
 _S = TypeVar("_S", bound=msgspec.Struct)
 
 
-def fields_of(raw: Mapping[Any, object], shape: type[_S]) -> _S:
-    """The mapping ``raw`` (a part of a pasted object, from YAML or JSON) as ``shape``: a Struct that declares the
-    fields a reader uses, each taking any value (``object``, a default for absent), which the reader narrows.
-    Unknown keys are ignored, and so is a key that is not text (YAML ``1: x``), as a field no reader names.
-    Never raises."""
-    try:
-        return msgspec.convert(raw, shape)
-    except msgspec.ValidationError:  # a key that is not a string (every declared field takes any value)
-        return msgspec.convert({k: v for k, v in raw.items() if isinstance(k, str)}, shape)
-
 
 class _ConditionFields(msgspec.Struct, frozen=True, kw_only=True):
     """A ``status.conditions[]`` entry as pasted (core/v1 ``PodCondition``, Kueue's and Volcano's
@@ -334,8 +325,8 @@ class Condition(NamedTuple):
 
     @classmethod
     def parse(cls, raw: Mapping[str, object]) -> Condition:
-        """The fields of the condition mapping ``raw`` (:func:`fields_of`: never raises)."""
-        found = fields_of(raw, _ConditionFields)
+        """The fields of the condition mapping ``raw`` (:func:`~pytest_hetero.declared.as_written`: never raises)."""
+        found = as_written(raw, _ConditionFields)
         return cls(as_text(found.type), as_text(found.status), as_text(found.reason), as_text(found.message))
 
 

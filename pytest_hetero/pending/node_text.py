@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from pytest_hetero.pending.model import fields_of
+from pytest_hetero.declared import as_written
 
 _TOP = re.compile(r"^(?P<key>[A-Z][\w -]{0,40}):(?:\s+(?P<value>.*?))?\s*$")
 
@@ -251,10 +251,10 @@ class _HamiEntry(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _json_device(item: dict[object, object]) -> HamiDevice:
-    """The device of one JSON (or YAML) registration entry (:func:`~pytest_hetero.pending.model.fields_of`: never
+    """The device of one JSON (or YAML) registration entry (:func:`~pytest_hetero.declared.as_written`: never
     raises). Counts read as integers (None when not one), ``health`` only a boolean, ``mode`` as text when it is a
     non-empty value or ""."""
-    entry = fields_of(item, _HamiEntry)
+    entry = as_written(item, _HamiEntry)
     mode = entry.mode
     return HamiDevice(str(entry.id), _int(entry.count), _int(entry.devmem), _int(entry.devcore), str(entry.type),
                       entry.health if isinstance(entry.health, bool) else None,

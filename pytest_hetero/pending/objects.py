@@ -10,9 +10,10 @@ reading (``metadata_value`` beside ``metadata``…), so that a strict reader (th
 
 The fields read of a pasted mapping are declared once, as :mod:`msgspec` Structs whose fields are all ``object``
 with the default a reader takes for an absent key (the ``*Fields`` classes), and read by one conversion,
-:func:`read_fields`: no value can be refused there (a pasted value is kept as written, null included), and each
-reader narrows the values it uses. The apiserver's own objects, typed and strict, are the engine's
-(:mod:`pytest_hetero.backends.kubernetes.objects`): a pasted object may be partial, edited or of another version."""
+:func:`~pytest_hetero.declared.as_written`: no value can be refused there (a pasted value is kept as written,
+null included), and each reader narrows the values it uses. The apiserver's own objects, typed and strict, are the
+engine's (:mod:`pytest_hetero.backends.kubernetes.objects`): a pasted object may be partial, edited or of another
+version."""
 
 from __future__ import annotations
 
@@ -22,19 +23,10 @@ from typing import TypeVar
 
 import msgspec
 
-from pytest_hetero.declared import resolve
+from pytest_hetero.declared import as_written, resolve
 
 _Fields = TypeVar("_Fields", bound=msgspec.Struct)
 
-
-def read_fields(value: Mapping[str, object], shape: type[_Fields]) -> _Fields:
-    """The fields of the pasted mapping ``value`` as ``shape`` (a Struct of ``object`` fields, each with its default
-    for an absent key; values kept as written). A key that is not text (YAML allows any scalar as a key) names no
-    field and is left out. Never raises for such a ``shape``."""
-    try:
-        return msgspec.convert(value, shape)
-    except msgspec.ValidationError:  # a key that is not text: msgspec reads an object's keys as field names
-        return msgspec.convert({k: v for k, v in value.items() if isinstance(k, str)}, shape)
 
 
 def _mapping(value: object) -> Mapping[str, object]:
@@ -104,14 +96,14 @@ class KubeObject:
     @classmethod
     def parse(cls, obj: Mapping[str, object]) -> KubeObject:
         """Read ``obj``'s top level (see the class). Never raises."""
-        top = read_fields(obj, TopFields)
+        top = as_written(obj, TopFields)
         metadata = _mapping(top.metadata)
-        meta = read_fields(metadata, MetaFields)
+        meta = as_written(metadata, MetaFields)
         found = top.status if isinstance(top.status, Mapping) else None
         return cls(kind=str(top.kind), api=str(top.api_version), name=None if meta.name is None else str(meta.name),
                    metadata=metadata, metadata_value=top.metadata, meta=meta, spec=_mapping(top.spec),
                    spec_value=top.spec, status=found, status_value=top.status, has_status="status" in obj,
-                   status_conditions=None if found is None else read_fields(found, StatusConditions).conditions,
+                   status_conditions=None if found is None else as_written(found, StatusConditions).conditions,
                    own_conditions=top.conditions,
                    items=top.items if isinstance(top.items, list) else None,
                    message=top.message if isinstance(top.message, str) else None,
@@ -197,13 +189,13 @@ class EventObject:
     @classmethod
     def parse(cls, item: Mapping[str, object]) -> EventObject:
         """Read the event fields of ``item``. Never raises."""
-        event = read_fields(item, EventFields)
+        event = as_written(item, EventFields)
         inv = _mapping(event.involved_object or event.regarding)
-        ref = read_fields(inv, ReferenceFields)
+        ref = as_written(inv, ReferenceFields)
         stamps = tuple(str(t) for t in (event.first_timestamp, event.last_timestamp) if t)
         return cls(str(event.type), str(event.reason), str(event.message or event.note or ""),
                    count=event.count if isinstance(event.count, int) else None, source=event.source,
-                   component=read_fields(_mapping(event.source), EventSourceFields).component,
+                   component=as_written(_mapping(event.source), EventSourceFields).component,
                    reporting_component=event.reporting_component,
                    reporting_controller=event.reporting_controller,
                    involved=f"{str(ref.kind).lower()}/{ref.name}" if inv else "",

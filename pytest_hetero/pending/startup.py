@@ -23,7 +23,8 @@ from typing import Any
 
 import msgspec
 
-from pytest_hetero.pending.model import Reason, fields_of, make_reason
+from pytest_hetero.declared import as_written
+from pytest_hetero.pending.model import Reason, make_reason
 
 _DEVICE_RUNTIME = re.compile(
     r"nvidia-container-cli|driver rpc error|could not select device driver|unknown runtime|"
@@ -209,10 +210,10 @@ def container_state(entry: Mapping[str, Any]) -> ContainerState:
     ``ContainerState``: ``{"waiting": {...}}`` or ``{"terminated": {...}}``) -> its ``reason`` and ``message``
     ("" when absent) plus the ``exit_code`` (``exitCode`` as text) of a terminated container; nothing known
     when the container is running or the state is empty. Never raises."""
-    found = fields_of(entry, _StateFields)
+    found = as_written(entry, _StateFields)
     for kind, part in (("waiting", found.waiting), ("terminated", found.terminated)):
         if isinstance(part, Mapping):
-            state = fields_of(part, _StateDetail)
+            state = as_written(part, _StateDetail)
             return ContainerState(reason=str(state.reason), message=str(state.message),
                                   exit_code=str(state.exitCode) if kind == "terminated"
                                   and state.exitCode is not msgspec.UNSET else None)

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import msgspec
 
+from pytest_hetero.declared import as_written
 from pytest_hetero.errors import ParseError
-from pytest_hetero.pending.model import Condition, Reason, as_map, as_text, conditions_of, fields_of, make_reason
+from pytest_hetero.pending.model import Condition, Reason, as_map, as_text, conditions_of, make_reason
 from pytest_hetero.pending.objects import KubeObject
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 
@@ -140,8 +141,8 @@ class PodGroupFacts:
             raise ParseError("PodGroup status is not a mapping", hint="pass the PodGroup object or its status")
         conditions = conditions_of(parsed.conditions_or_own(), "status.conditions")
         as_map(parsed.metadata_value, "metadata")  # refused when not a mapping (its name is parsed.name)
-        phase = fields_of(found, _PodGroupStatus).phase
-        spec = fields_of(as_map(parsed.spec_value, "spec"), _PodGroupSpec)
+        phase = as_written(found, _PodGroupStatus).phase
+        spec = as_written(as_map(parsed.spec_value, "spec"), _PodGroupSpec)
         return cls(conditions, as_text(phase) or "", parsed.name or "", as_text(spec.queue) or "")
 
 
