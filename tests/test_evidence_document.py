@@ -58,6 +58,8 @@ def test_a_bundle_as_written_loads_and_renders_unchanged(tmp_path: Path) -> None
      "missing"),
     (lambda d: d["summary"]["by_layer"].pop("model"), "summary.by_layer.model", "missing"),
     (lambda d: d["items"][0].update(attempts=[{"attempt": 1}]), "items[0].attempts[0].nodeid", "missing"),
+    (lambda d: d.update(cleanup={"clean": False, "leftovers": [{"backend": "docker", "name": 5}]}),
+     "cleanup.leftovers[0].name", "not a string"),
     (lambda d: d["matrices"][0].pop("sha256"), "matrices[0]", "not a matrix entry"),
 ])
 def test_render_refuses_a_document_not_of_its_shape_naming_the_field(

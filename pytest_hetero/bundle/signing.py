@@ -176,14 +176,14 @@ def canonical(obj: Any) -> bytes:
 
 class _WrittenLeftover(msgspec.Struct, frozen=True, kw_only=True):
     """What the predicate names of a leftover of the evidence's ``cleanup`` section
-    (:class:`~pytest_hetero.evidence.document.LeftoverDict`, every field optional there): each as written, None
-    when absent."""
+    (:class:`~pytest_hetero.evidence.document.LeftoverDict`, every field optional there, and typed: the verifying
+    loader holds the section to it): each as written, None when absent."""
 
-    backend: Any = None
-    kind: Any = None
-    namespace: Any = None
-    name: Any = None
-    reason: Any = None
+    backend: str | None = None
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    reason: str | None = None
 
 
 def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]],

@@ -668,13 +668,15 @@ def _check_shapes(value: dict[str, Any]) -> None:
     ``summary`` (:class:`SummarySection`), each ``target`` entry an object, ``inputs`` (by matrix, a
     :class:`~pytest_hetero.evidence.inputs.MatrixInputs`: diff and trend read each kept file's path and digest) and
     ``usage`` (:class:`~pytest_hetero.evidence.usage.UsageSection`, every field of which the ledger has written
-    since its first version, ``queue`` since issue 33).
+    since its first version, ``queue`` since issue 33) and ``cleanup`` (:class:`CleanupSection`: the signed
+    predicate names each leftover's fields).
     Raises :class:`DocumentError` naming the field (``summary.totals: missing``)."""
     from pytest_hetero.evidence.inputs import MatrixInputs  # noqa: PLC0415 - inputs imports records, which imports this
     from pytest_hetero.evidence.usage import UsageSection  # noqa: PLC0415 - usage imports this module
 
     shapes: tuple[tuple[str, object], ...] = (("summary", SummarySection), ("target", list[dict[str, Any]]),
-                                              ("inputs", dict[str, MatrixInputs]), ("usage", UsageSection))
+                                              ("inputs", dict[str, MatrixInputs]), ("usage", UsageSection),
+                                              ("cleanup", CleanupSection))
     for name, shape in shapes:
         if value.get(name) is not None:
             try:
