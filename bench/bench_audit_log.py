@@ -25,7 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pytest_hetero.matrix.load import load_matrix
@@ -33,7 +33,7 @@ from pytest_hetero.status.audit import classify, read_audit_log
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "tests" / "data" / "audit" / "kubeplane-v1.34.4.jsonl"
-START = datetime(2026, 12, 2, 0, 0, tzinfo=timezone.utc)
+START = datetime(2026, 12, 2, 0, 0, tzinfo=UTC)
 MATRIX = REPO / "matrices" / "example-k8s.matrix.yaml"
 """Its five resources: pools by node selector, target namespace hetero-validation."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,8 @@ from pytest_hetero.vocab import Status
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 SAMPLE = REPO / "tests" / "data" / "audit" / "kubeplane-v1.34.4.jsonl"
-EARLY = datetime(2026, 12, 2, 13, 0, tzinfo=timezone.utc)
-LATE = datetime(2026, 12, 2, 14, 0, tzinfo=timezone.utc)
+EARLY = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
+LATE = datetime(2026, 12, 2, 14, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_the_real_log_gives_who_what_when() -> None:
 
 
 def test_the_window_is_between_the_two_bundles() -> None:
-    cut = datetime(2026, 12, 2, 13, 47, 3, 50000, tzinfo=timezone.utc)
+    cut = datetime(2026, 12, 2, 13, 47, 3, 50000, tzinfo=UTC)
     before, _ = read_audit_log(str(SAMPLE), EARLY, cut)
     after, _ = read_audit_log(str(SAMPLE), cut, LATE)
     assert (before.writes, after.writes) == (2, 6)
@@ -244,7 +244,7 @@ def test_impersonation_names_the_user_and_who_acted_and_queues_map_to_their_pool
                   "queue": "lq-cpu"}]
     (tmp_path / "q.matrix.yaml").write_text(matrix_text(resources=resources, name="q"))
     matrix = load_matrix(tmp_path / "q.matrix.yaml")
-    window, _ = read_audit_log(str(KUEUE), EARLY, datetime(2026, 12, 2, 15, 0, tzinfo=timezone.utc))
+    window, _ = read_audit_log(str(KUEUE), EARLY, datetime(2026, 12, 2, 15, 0, tzinfo=UTC))
     assert window.writes == 5
     carol = [c for c in window.changes if c["who"]["user"] == "carol"]
     assert [c["who"] for c in carol] == [{"user": "carol", "groups": ["ml-platform", "system:authenticated"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +187,7 @@ def test_ctrf_document() -> None:
                                                                    "pytest-hetero 0.1.0")
     results = doc["results"]
     assert results["tool"] == {"name": "pytest-hetero", "version": "0.1.0"}
-    start = int(datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc).timestamp() * 1000)
+    start = int(datetime(2026, 11, 29, 10, 0, tzinfo=UTC).timestamp() * 1000)
     assert results["summary"] == {"tests": 11, "passed": 5, "failed": 1, "pending": 0, "skipped": 5, "other": 0,
                                   "start": start, "stop": start + 300_000, "duration": 300_000, "suites": 7}
     tests = {t["name"]: t for t in results["tests"]}

@@ -8,7 +8,7 @@ import json
 import resource
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -260,7 +260,7 @@ def test_a_confined_run_reports_its_own_cpu_and_peak_rss_never_the_gates(pyteste
     ("2026-12-01T09:45:29.123456Z", 1796118329.123456),          # Kubernetes MicroTime
     ("2026-12-01T09:45:29.123456789Z", 1796118329.123456),       # Docker: nanoseconds, cut
     ("2026-12-01T09:45:29.5+01:00", 1796114729.5),               # an offset, one fractional digit
-    (datetime(2026, 12, 1, 9, 45, 29, tzinfo=timezone.utc), 1796118329.0),  # the kubernetes client's
+    (datetime(2026, 12, 1, 9, 45, 29, tzinfo=UTC), 1796118329.0),  # the kubernetes client's
     (1796118329, 1796118329.0),
     ("0001-01-01T00:00:00Z", None),                               # Docker's zero time: never
     ("2026-12-01T09:45:29.Z", None), ("yesterday", None), ("", None), (None, None), (True, None),

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import cast
 
@@ -200,7 +200,7 @@ def test_ok_reports_what_it_verified_and_max_age(bundle: Path, keys: dict[str, P
     status, out, _ = verify_cli(bundle, keys["gate.pub"], "--max-age", "1h")
     assert status == 1 and out[0].startswith("FAIL run: stale: finished at 2026-11-29T10:05:00.000000Z, ")
     assert out[0].endswith("h ago: older than --max-age (1.0 h)")
-    finished = datetime(2026, 11, 29, 10, 5, tzinfo=timezone.utc)
+    finished = datetime(2026, 11, 29, 10, 5, tzinfo=UTC)
     pub = [load_public_key(keys["gate.pub"])]
     assert verify_bundle(bundle, pub, max_age_s=86400, now=finished + timedelta(hours=23)).ok
     assert [str(p) for p in verify_bundle(bundle, pub, max_age_s=86400, now=finished + timedelta(hours=25)).problems] \

@@ -9,7 +9,7 @@ heavy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Protocol, TypedDict
 
 LABEL = "pytest-hetero."
@@ -24,7 +24,7 @@ STAMP = "%Y-%m-%dT%H:%M:%S%z"
 
 def utc_stamp() -> str:
     """Now, UTC, ``YYYY-mm-ddTHH:MM:SSZ`` (the ``created-at`` format)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class CleanupError(Exception):

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict, final
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired, Required
+    from typing import NotRequired, Required
 
     from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
     from pytest_hetero.backends.kubernetes.gang import PeerAddress

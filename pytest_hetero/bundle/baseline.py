@@ -24,7 +24,7 @@ from pytest_hetero.evidence.inputs import input_digests
 from pytest_hetero.vocab import BLOCKING
 
 if TYPE_CHECKING:
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
     from pytest_hetero.evidence.document import Entry, EvidenceDocument, RecordDict
 

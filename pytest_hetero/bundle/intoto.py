@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
     from pytest_hetero.evidence.document import (
         JournalSection,

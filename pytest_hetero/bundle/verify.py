@@ -35,7 +35,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -496,7 +496,7 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
         result.problems.extend(_head_problems(lines, signoff_head))
     _require(result, require_roles)
     if max_age_s is not None:
-        problem = _age_problem(result.run["finished_at"], max_age_s, now or datetime.now(timezone.utc))
+        problem = _age_problem(result.run["finished_at"], max_age_s, now or datetime.now(UTC))
         if problem:
             result.problems.append(problem)
     return result

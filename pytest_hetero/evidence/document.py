@@ -18,18 +18,12 @@ clear message, not later as a ``KeyError`` in a renderer.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard, cast, final
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, TypeGuard, cast, final
 
 from pytest_hetero.evidence.shapes import ShapeError, check_json
 from pytest_hetero.judge.model import CauseDict, FailureDict
 from pytest_hetero.vocab import LAYERS, STATUSES, Layer, OwnerCategory, Status
-
-if sys.version_info >= (3, 11):  # at run time too: the record check resolves RuleResult's hints
-    from typing import NotRequired
-else:  # pragma: no cover - 3.10
-    from typing_extensions import NotRequired
 
 if TYPE_CHECKING:
     from pytest_hetero.bundle.baseline import BaselineSection

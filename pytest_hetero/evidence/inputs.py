@@ -26,15 +26,10 @@ import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, TypeVar
 
 from pytest_hetero.errors import MatrixError
 from pytest_hetero.evidence.records import INPUT_USED, data_of
-
-if sys.version_info >= (3, 11):  # at run time too: the verifying loader resolves MatrixInputs' hints
-    from typing import NotRequired
-else:  # pragma: no cover - 3.10
-    from typing_extensions import NotRequired
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument, MatrixEntry

@@ -16,7 +16,7 @@ import gc
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import vocab
@@ -55,7 +55,7 @@ def gc_paused() -> Iterator[None]:
 
 def utc_now() -> str:
     """Current UTC time as ISO 8601 with microseconds and ``Z``."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,7 @@ unknown (clocks that disagree). On KWOK nodes the times are the simulator's (``s
 from __future__ import annotations
 
 import math
-import sys
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
-
-if sys.version_info >= (3, 11):  # at run time too: the loader resolves the usage section's hints
-    from typing import NotRequired
-else:  # pragma: no cover - 3.10
-    from typing_extensions import NotRequired
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.usage import Times, Workload

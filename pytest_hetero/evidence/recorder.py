@@ -54,7 +54,7 @@ from pytest_hetero.evidence.spool import ItemSpool
 from pytest_hetero.vocab import LAYERS, STATUSES
 
 if TYPE_CHECKING:
-    from typing_extensions import NotRequired, Required
+    from typing import NotRequired, Required
 
     from pytest_hetero.evidence.document import EvidenceDocument, MatrixEntry
     from pytest_hetero.evidence.inputs import RunInputs

@@ -10,17 +10,11 @@ type; :class:`pytest_hetero.reporting.dossier_facts.Facts` reads records through
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast, final, get_args
+from typing import TYPE_CHECKING, Any, Generic, NotRequired, TypedDict, TypeVar, cast, final, get_args
 
 from pytest_hetero.evidence.document import RuleResult
 from pytest_hetero.evidence.shapes import ShapeError, check_json
 from pytest_hetero.probes.usage import UsageDevice, UsageRecord, UsageSeries
-
-if sys.version_info >= (3, 11):  # at run time too: check_records resolves these TypedDicts' hints
-    from typing import NotRequired
-else:  # pragma: no cover - 3.10
-    from typing_extensions import NotRequired
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import RecordDict

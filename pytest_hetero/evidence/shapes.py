@@ -17,14 +17,8 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 import types
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
-
-if sys.version_info >= (3, 11):
-    from typing import NotRequired, Required, is_typeddict
-else:  # pragma: no cover - 3.10
-    from typing_extensions import NotRequired, Required, is_typeddict
+from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 __all__ = ["ShapeError", "check_json", "fields_of"]
 

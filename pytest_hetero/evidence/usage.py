@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import functools
 import heapq
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, NotRequired, TypedDict
 
 import msgspec
 
@@ -27,11 +26,6 @@ from pytest_hetero.declared import resolve
 from pytest_hetero.evidence.document import is_record
 from pytest_hetero.evidence.queue_times import QueueSection, queue_times
 from pytest_hetero.matrix.quantity import quantity_or_none
-
-if sys.version_info >= (3, 11):  # at run time too: the loader resolves UsageSection's hints
-    from typing import NotRequired
-else:  # pragma: no cover - 3.10
-    from typing_extensions import NotRequired
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -39,7 +39,7 @@ from pytest_hetero.matrix.training import Training
 from pytest_hetero.probes.jobs import ALLREDUCE, CHECKPOINT, text
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
 SETTLE_S = 10.0
 """Seconds the other ranks get to end once one rank ended in failure (a collective whose peer is gone hangs)."""

@@ -60,7 +60,7 @@ from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, parse_yaml
 from pytest_hetero.safeio import read_file
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
     from pytest_hetero.evidence.document import RuleBound, RuleResult, RuleVerdict
 

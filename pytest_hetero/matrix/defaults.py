@@ -45,7 +45,7 @@ from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
 DEFAULT_TARGET: TargetDoc = {"backend": "local"}
 """``spec.target`` when the matrix has none (schema default)."""

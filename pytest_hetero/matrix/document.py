@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
 Scalar = str | int | float
 """A Kubernetes quantity (``16Gi``, ``500m``, ``1``) or a duration (``90s``, ``1m30s``, ``30``) as written."""

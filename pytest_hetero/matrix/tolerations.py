@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypedDict
 from pytest_hetero.matrix.document import TolerationDoc
 
 if TYPE_CHECKING:  # annotations only (postponed)
-    from typing_extensions import Required
+    from typing import Required
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 

@@ -28,7 +28,7 @@ import math
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -158,7 +158,7 @@ def _iso(epoch_s: Any) -> str:
     if not isinstance(epoch_s, (int, float)):
         return ""
     try:
-        at = datetime.fromtimestamp(epoch_s, timezone.utc)
+        at = datetime.fromtimestamp(epoch_s, UTC)
     except (OverflowError, OSError, ValueError):
         return ""
     return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")

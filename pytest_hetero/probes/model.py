@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
 Health = Literal["ok", "warning", "critical", "unknown"]
 """Normalised device health: ``critical`` means the device must not receive work."""
@@ -29,7 +29,7 @@ DEVICE_KIND: dict[Vendor, str] = {"nvidia": "GPU", "ascend": "NPU", "cpu": "CPU"
 
 def utc_now() -> str:
     """Return the current UTC time as ISO 8601 with seconds, e.g. ``2026-11-29T10:30:00Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _plain(value: Any) -> Any:

@@ -31,21 +31,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from pytest_hetero.signals import quiet_thread
-
-if sys.version_info >= (3, 11):  # at run time too: the record check resolves UsageRecord's hints
-    from typing import NotRequired
-else:  # pragma: no cover - 3.10
-    from typing_extensions import NotRequired
 
 
 class Measured(TypedDict):
@@ -141,7 +135,7 @@ Reading = dict[str, tuple[float | None, float | None]]
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass

@@ -26,7 +26,7 @@ from pytest_hetero.reporting.docview import run_view
 from pytest_hetero.reporting.view import entries, owner_shown, rule_results, verification
 
 if TYPE_CHECKING:
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
     from pytest_hetero.evidence.views import SignoffView

@@ -8,7 +8,7 @@ shares. Nothing here is language-specific.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_hetero import LAYERS
@@ -143,14 +143,14 @@ def where(item: Entry) -> str:
 def when(value: Any) -> str:
     """An ISO time or epoch seconds as ``YYYY-MM-DD HH:MM:SS`` UTC; '' when absent or unreadable."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(float(value), timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        return datetime.fromtimestamp(float(value), UTC).strftime("%Y-%m-%d %H:%M:%S")
     if not isinstance(value, str) or not value:
         return ""
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return value
-    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return parsed.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def digest(value: Any, n: int = 12) -> str:

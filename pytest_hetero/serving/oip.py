@@ -36,7 +36,7 @@ from pytest_hetero.serving.protocol import (
 )
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
 
 class InferInput(TypedDict):

@@ -39,7 +39,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.errors import HeteroError, Location
@@ -153,7 +153,7 @@ def parse_time(text: object) -> datetime | None:
     offset) as an aware UTC datetime; None for anything else."""
     if isinstance(text, str) and len(text) in (20, 27) and text[-1] == "Z" and text[10] == "T":
         try:  # the apiserver's own forms (RFC 3339 with 6 or no fraction digits): the C parser
-            return datetime.fromisoformat(text[:-1]).replace(tzinfo=timezone.utc)
+            return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
         except ValueError:
             pass
     m = _TIME.match(text) if isinstance(text, str) else None
@@ -169,7 +169,7 @@ def parse_time(text: object) -> datetime | None:
     if zone != "Z":
         offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
         stamp = stamp - offset if zone[0] == "+" else stamp + offset
-    return stamp.replace(tzinfo=timezone.utc)
+    return stamp.replace(tzinfo=UTC)
 
 
 def control_plane(who: Who) -> bool:

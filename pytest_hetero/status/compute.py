@@ -41,7 +41,7 @@ Times are ISO 8601 UTC ``YYYY-mm-ddTHH:MM:SSZ`` (or with fractional seconds, as 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
@@ -69,12 +69,12 @@ RESOURCE_LAYERS = frozenset({"discovery", "scheduling", "startup"})
 def parse_time(text: str) -> datetime:
     """An ISO 8601 time (``Z`` or an offset; naive means UTC) as an aware datetime. Raises ValueError."""
     value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def iso(value: datetime) -> str:
     """``value`` in UTC as ``YYYY-mm-ddTHH:MM:SSZ``."""
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def layer_summary(statuses: Iterable[str]) -> str:

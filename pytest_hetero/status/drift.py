@@ -39,7 +39,7 @@ from pytest_hetero.declared import resolve
 from pytest_hetero.status.snapshots import ClusterSnapshot, SnapshotNode
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.matrix.expand import Plan

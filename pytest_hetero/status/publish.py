@@ -26,7 +26,7 @@ level its pools reached on it, expiring with the first of them; the condition's 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from pytest_hetero.errors import HeteroError
@@ -192,6 +192,4 @@ def expiry_plan(nodes: list[NodeSeen], domain: str, now: datetime, taint: str | 
 
 def parse_now(text: str | None) -> datetime:
     """``text`` (ISO 8601) or the current UTC time, aware."""
-    from datetime import timezone
-
-    return parse_time(text) if text else datetime.now(timezone.utc)
+    return parse_time(text) if text else datetime.now(UTC)

@@ -36,7 +36,7 @@ from pytest_hetero.matrix.truth_table import (
 )
 
 if TYPE_CHECKING:
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
 
 class SelfReported(TypedDict, total=False):

@@ -35,7 +35,7 @@ def _name(cn: str) -> x509.Name:
 
 
 def _cert(cn: str, key: Any, issuer: x509.Name, issuer_key: Any, *, ca: bool = False) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(issuer).public_key(key.public_key())
                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
                .not_valid_after(now + datetime.timedelta(hours=1))

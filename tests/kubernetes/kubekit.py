@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client, watch
@@ -47,7 +47,7 @@ BASE = {"cpu": "32", "memory": "128Gi", "pods": "110"}
 
 def now() -> str:
     """UTC now, RFC 3339 seconds."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def node_specs(suffix: str) -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ from pytest_hetero.backends.docker.translate import DockerTarget
 from pytest_hetero.backends.slots import Slot, Slots, cpu_list, distinct, width
 
 if TYPE_CHECKING:
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
 __all__ = ["PER_RUN_CONTAINER", "Slot", "Slots", "cpu_list", "distinct", "host_devices", "isolation", "pinned",
            "slots_of", "width"]

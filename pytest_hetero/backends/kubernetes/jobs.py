@@ -75,7 +75,7 @@ from pytest_hetero.backends.protocol import (
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
     from pytest_hetero.backends.kubernetes.session import KubeSession
     from pytest_hetero.pending.model import ReasonDict

@@ -64,7 +64,7 @@ from pytest_hetero.backends.protocol import (
 )
 
 if TYPE_CHECKING:
-    from typing_extensions import NotRequired
+    from typing import NotRequired
 
     from pytest_hetero.backends.kubernetes.session import KubeSession
 

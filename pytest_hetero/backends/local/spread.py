@@ -46,7 +46,7 @@ from pytest_hetero.backends.slots import Slot, SlotDict, accelerator, host_devic
 from pytest_hetero.matrix.model import Resource
 
 if TYPE_CHECKING:
-    from typing_extensions import Required
+    from typing import Required
 
     from pytest_hetero.backends.sandbox import ConfinementFacts
     from pytest_hetero.backends.sandbox.init import RunLimits
