@@ -9,7 +9,15 @@ from pathlib import Path
 
 from pytest_hetero.backends.docker.errors import RULES, classify
 from pytest_hetero.backends.kubernetes.startup import startup_category
-from pytest_hetero.judge.failures import TABLE, markdown, owner_category, status_of
+from pytest_hetero.judge.failures import (
+    README_BEGIN,
+    README_END,
+    TABLE,
+    markdown,
+    owner_category,
+    readme_table,
+    status_of,
+)
 from pytest_hetero.pending import explain
 from pytest_hetero.pending.model import CODES, make_reason
 from pytest_hetero.pending.startup import ContainerState, container_reasons
@@ -232,6 +240,18 @@ def test_the_table_names_no_role_that_is_not_a_team() -> None:
 
 def test_docs_are_the_table() -> None:
     assert (ROOT / "docs" / "failure-owners.md").read_text() == markdown()
+
+
+def test_the_readme_lists_every_category_with_its_owner_category_as_the_table_does() -> None:
+    """The README's block is the table's (regenerate: python -m pytest_hetero.judge.failures --readme), and every
+    category of the table appears there once, in its owner category's row."""
+    readme = (ROOT / "README.md").read_text()
+    start, end = readme.index(README_BEGIN), readme.index(README_END) + len(README_END)
+    assert readme[start:end] == readme_table()
+    rows = {line.split(" | ")[0].strip("| "): line for line in readme[start:end].splitlines()
+            if line.startswith("| ") and not line.startswith("| owner")}
+    for category, row in TABLE.items():
+        assert [owner for owner, line in rows.items() if f"`{category}`" in line] == [row.owner], category
 
 
 REAL = ROOT.parent / "shared" / "fixtures" / "real"
