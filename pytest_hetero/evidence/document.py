@@ -38,7 +38,7 @@ __all__ = [
     "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
     "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RUN_FIELD_TYPES",
     "RUN_START_FIELDS", "RecordDict", "RuleBound", "RuleResult", "RuleVerdict", "RunSection", "RunStart",
-    "SelectionCounts",
+    "SelectionCounts", "SlimEvidence", "SlimFields",
     "SelectionSection", "SummarySection", "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode",
     "UntestedSection", "UnvalidatedNode", "ValidationSection",
     "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of",
@@ -147,11 +147,10 @@ class ArtifactDict(TypedDict):
     media_type: str
 
 
-class AttemptDict(TypedDict):
-    """An earlier attempt of an item a rerun plugin ran again (:func:`pytest_hetero.pytest_plugin.item.keep_attempt`):
-    the evidence the item held when the next attempt began, its artifact paths moved under ``attempt-N/`` (the
-    whole item's, or once journaled its slim fields, which are these), and its ``attempt`` number (from 1).
-    :func:`check_item` holds each attempt to these fields."""
+class SlimFields(TypedDict):
+    """What an item and its reports keep of its evidence once it is journaled (gating, pytest-html columns):
+    :data:`pytest_hetero.pytest_plugin.plugin.SLIM_FIELDS` of its :class:`ItemDict`
+    (``blocked_by``, ``reason``, ``failure``: None where the evidence has none)."""
 
     nodeid: str
     matrix: str
@@ -162,6 +161,19 @@ class AttemptDict(TypedDict):
     blocked_by: str | None
     reason: str | None
     failure: FailureDict | None
+
+
+@final
+class SlimEvidence(SlimFields):
+    """:class:`SlimFields` exactly (final: a reader tells it from an :class:`ItemDict` by its keys)."""
+
+
+class AttemptDict(SlimFields):
+    """An earlier attempt of an item a rerun plugin ran again (:func:`pytest_hetero.pytest_plugin.item.keep_attempt`):
+    the evidence the item held when the next attempt began, its artifact paths moved under ``attempt-N/`` (the
+    whole item's, or once journaled its slim fields, which are these), and its ``attempt`` number (from 1).
+    :func:`check_item` holds each attempt to these fields."""
+
     attempt: int
     artifacts: NotRequired[list[object]]
     """An attempt kept whole: its artifacts (files moved under ``attempt-N/``), each as the item listed it."""

@@ -44,8 +44,7 @@ from pytest_hetero.pytest_plugin.stash import (
 from pytest_hetero.redact import Redactor
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import AttemptDict, ItemDict
-    from pytest_hetero.pytest_plugin.stash import SlimEvidence
+    from pytest_hetero.evidence.document import AttemptDict, ItemDict, SlimEvidence
 
 STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
 """errno of an OSError raised inside a layer → category (owner infrastructure): a disk the run writes to."""

@@ -40,12 +40,11 @@ from pytest_hetero.pytest_plugin.stash import (
     RAISED,
     RECORDER,
     SETTINGS,
-    SlimEvidence,
     evidence_of,
 )
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import EvidenceDocument, FailureDict, ItemDict
+    from pytest_hetero.evidence.document import EvidenceDocument, FailureDict, ItemDict, SlimEvidence
     from pytest_hetero.evidence.recorder import Recorder
     from pytest_hetero.judge.failures import FailureStatus
     from pytest_hetero.matrix.expand import Plan

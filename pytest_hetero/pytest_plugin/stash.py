@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict, final
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_hetero.evidence.document import SlimEvidence
+
 if TYPE_CHECKING:
     from pytest_hetero.backends.protocol import Backend
-    from pytest_hetero.evidence.document import AttemptDict, FailureDict, ItemDict  # noqa: F401 - named in StashKey["…"]
+    from pytest_hetero.evidence.document import AttemptDict, ItemDict  # noqa: F401 - named in StashKey["…"]
     from pytest_hetero.evidence.recorder import Recorder  # noqa: F401 - named in StashKey["…"]
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.redact import Redactor
     from pytest_hetero.settings import Settings  # noqa: F401 - named in StashKey["…"]
-    from pytest_hetero.vocab import Layer, Status
 
 SETTINGS = pytest.StashKey["Settings"]()
 """The frozen run settings (set by ``pytest_configure``, which aborts the run when they do not resolve: read it
@@ -33,23 +34,6 @@ PREVIOUS_SIGTERM = pytest.StashKey[Any]()
 BACKENDS = pytest.StashKey[dict[tuple[str, str], "Backend"]]()
 """(backend name, canonical target JSON) → live Backend, built on first use, closed at session end
 (``pytest_configure`` sets it empty, with :data:`SETTINGS`)."""
-
-
-@final
-class SlimEvidence(TypedDict):
-    """What an item and its reports keep of its evidence once it is journaled (gating, pytest-html columns):
-    :data:`pytest_hetero.pytest_plugin.plugin.SLIM_FIELDS` of its :class:`~pytest_hetero.evidence.document.ItemDict`
-    (``blocked_by``, ``reason``, ``failure``: None where the evidence has none)."""
-
-    nodeid: str
-    matrix: str
-    layer: Layer
-    keys: dict[str, str]
-    owner: str
-    status: Status
-    blocked_by: str | None
-    reason: str | None
-    failure: FailureDict | None
 
 
 OUTCOME = pytest.StashKey["ItemDict | SlimEvidence"]()
