@@ -204,7 +204,7 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
     """
     summary = evidence["summary"]
     counts: dict[str, dict[str, int]] = {
-        layer: {s: int(summary["by_layer"].get(layer, {}).get(s, 0)) for s in STATUSES} for layer in LAYERS}
+        layer: {s: int(summary["by_layer"][layer].get(s, 0)) for s in STATUSES} for layer in LAYERS}
     untested = evidence["untested"]
     by_status: dict[str, int] = dict(Counter(entry["status"] for entry in untested["items"]))
     run = evidence["run"]
