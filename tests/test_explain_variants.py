@@ -107,6 +107,16 @@ def test_dcgm_json_test_entry_of_another_shape_keeps_its_fail() -> None:
     assert "Fail" in failed.meaning
     assert "`$.results[0].warnings[0].error_id`" in _one(r, "unrecognised").meaning
 
+
+def test_a_pasted_object_a_parser_refuses_is_unread_naming_the_field() -> None:
+    """A pasted Workload whose ``status.resourceRequests[0].resources`` is a list: the shared parser refuses it with a
+    ParseError naming the field, and the finding says which (before: only ``(ParseError)``, the field lost)."""
+    text = ("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: w}\n"
+            "status:\n  resourceRequests: [{resources: [1]}]\n")
+    meaning = _one(explain_text(text), "unrecognised").meaning
+    assert meaning.startswith("the yaml reader could not read this block (ParseError: ")
+    assert "status.resourceRequests[].resources is a list, expected a mapping" in meaning
+
 def test_dcmi_8020_behind_coloured_prompt_and_crlf() -> None:
     r = _read("npu-smi-dcmi-8020-crlf-ansi-prompt.txt")
     assert r.blocks[0].kind == "prompt" and r.blocks[0].command == "npu-smi info"
