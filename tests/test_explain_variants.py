@@ -92,6 +92,31 @@ def test_dcgm_json_test_entry_of_another_shape_is_named_the_others_still_read() 
         "dcgmi diag -j: the Integration test entry 'memory' is not of DCGM's shape: Expected `int | null`, got "
         "`bool` - at `$.results[0].warnings[0].error_id`")
 
+
+def test_dcgm_json_test_entry_of_another_shape_keeps_its_fail() -> None:
+    """A ``-j`` test entry that does not fit DCGM's shape in a detail (here a warning's ``error_id`` written as
+    text, ``"95"``) is named as unrecognised, and its results' statuses are still read: before, the whole entry was
+    left out, so a failed Memory test on GPU 0 read as no problem at all (explain exit 0)."""
+    doc = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [
+        {"name": "Memory", "results": [{"gpu_ids": "0", "status": "Fail", "warnings": [
+            {"warning": "Error: GPU 0 had uncorrectable memory errors", "error_id": "95"}]}]}]}]},
+        "version": "3.3.0"}
+    r = explain_text(json.dumps(doc))
+    failed = _one(r, "dcgm_test_failed")
+    assert (dict(failed.entity)["gpu_index"], failed.owner) == ("0", "infrastructure")
+    assert "Fail" in failed.meaning
+    assert "`$.results[0].warnings[0].error_id`" in _one(r, "unrecognised").meaning
+
+
+def test_a_pasted_object_a_parser_refuses_is_unread_naming_the_field() -> None:
+    """A pasted Workload whose ``status.resourceRequests[0].resources`` is a list: the shared parser refuses it with a
+    ParseError naming the field, and the finding says which (before: only ``(ParseError)``, the field lost)."""
+    text = ("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: w}\n"
+            "status:\n  resourceRequests: [{resources: [1]}]\n")
+    meaning = _one(explain_text(text), "unrecognised").meaning
+    assert meaning.startswith("the yaml reader could not read this block (ParseError: ")
+    assert "status.resourceRequests[].resources is a list, expected a mapping" in meaning
+
 def test_dcmi_8020_behind_coloured_prompt_and_crlf() -> None:
     r = _read("npu-smi-dcmi-8020-crlf-ansi-prompt.txt")
     assert r.blocks[0].kind == "prompt" and r.blocks[0].command == "npu-smi info"

@@ -76,6 +76,9 @@ READERS: dict[str, Callable[[Ctx, Piece], list[Finding]]] = {
 }
 """Block kind -> reader."""
 
+MAX_REFUSAL = 300
+"""Characters of a reader's refusal an unread block's finding keeps (its first line: the field it names)."""
+
 _DEVICE_FAULT = re.compile(r"^(?:xid_\d+|gpu_reset_required|gpu_fallen_off_bus|gpu_lost|gpu_row_remap_pending|"
                            r"gpu_ecc_uncorrectable|nvrm_assertion|gpu_init_failed)$")
 _EXPLAINED = {"cuda_devices_unavailable", "cuda_unknown", "cuda_initialization_error", "cuda_launch_failure",
@@ -183,9 +186,12 @@ def explain_text(text: str) -> Report:
         try:
             found = reader(ctx, piece)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError, HeteroError) as exc:
-            # a shared parser's refusal (pending/, probes/: ParseError names the field) is this block's "unread"
+            # a shared parser's refusal (pending/, probes/: ParseError names the field) is this block's "unread",
+            # its message kept (first line, bounded): it names the field
+            said = (str(exc).strip().splitlines() or [""])[0][:MAX_REFUSAL]
             found = [make(piece.kind, "unrecognised", category="unrecognised", severity="unrecognised",
-                          meaning=f"the {piece.kind} reader could not read this block ({type(exc).__name__})",
+                          meaning=f"the {piece.kind} reader could not read this block ({type(exc).__name__}"
+                                  f"{': ' + said if said else ''})",
                           lines=ctx.span(piece, 5))]
         recognised = piece.kind in ("prompt", "section") or any(f.severity != "unrecognised" for f in found)
         if value is not None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from pytest_hetero.declared import resolve
+from pytest_hetero.declared import as_written, resolve
 
 _CATEGORY = re.compile(r"^\s*[+|]-{2,}\s+(?P<cat>[A-Za-z][\w ]*?)\s+-{2,}[+|]")
 _RESULT = re.compile(r"^(?P<status>Pass|Fail|Skip|Warn|Not Run|Running)\b(?:\s*-\s*(?P<who>All|GPUs?:\s*[\d,\s]+))?$",
@@ -303,10 +303,47 @@ class _JsonTest(msgspec.Struct, frozen=True, kw_only=True):
     test_summary: _JsonSummary | None = None
 
 
+class _WrittenTest(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``-j`` test entry as written (:func:`~pytest_hetero.declared.as_written`), for one not of DCGM's shape."""
+
+    name: object = None
+    results: object = None
+    test_summary: object = None
+
+
+class _WrittenResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``results`` entry as written, for one not of DCGM's shape: its ``status`` and GPUs."""
+
+    status: object = None
+    gpu_ids: object = None
+    entity_id: object = None
+
+
+def _salvaged(raw: Mapping[str, object]) -> _JsonTest:
+    """The test entry ``raw``, not of DCGM's shape, as far as it can be read: its name, each result that fits, and of
+    one that does not its ``status`` and GPUs (its warnings and info left out), its summary's status. A Fail stays a
+    Fail whatever detail of the entry is of another type."""
+    written = as_written(raw, _WrittenTest)
+    results: list[_JsonResult] = []
+    for item in written.results if isinstance(written.results, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        try:
+            results.append(msgspec.convert(item, _JsonResult))
+        except msgspec.ValidationError:
+            part = as_written(item, _WrittenResult)
+            ids = part.gpu_ids if part.gpu_ids is not None else part.entity_id
+            results.append(_JsonResult(status=str(part.status or ""), gpu_ids=None if ids is None else str(ids)))
+    summary = as_written(written.test_summary, _WrittenResult) if isinstance(written.test_summary, Mapping) else None
+    status = summary.status if summary is not None and summary.status else None
+    return _JsonTest(name=str(written.name or ""), results=results,
+                     test_summary=_JsonSummary(status=None if status is None else str(status)))
+
+
 def parse_dcgm_json(obj: Mapping[str, object]) -> DcgmDiag:
     """Parse a ``dcgmi diag -j`` document (2.x/3.x/4.x shapes). Never raises for any mapping: a test entry (an
-    object with ``name`` and ``results``) not of the shape above is left out and named in ``problems``
-    (``$.results[0].status``, relative to the entry)."""
+    object with ``name`` and ``results``) not of the shape above is named in ``problems`` (``$.results[0].status``,
+    relative to the entry) and read as far as it can be (:func:`_salvaged`: its results' statuses and GPUs)."""
     found: list[tuple[str, Mapping[str, object]]] = []
     _walk_tests(obj, "", found)
     tests: list[DcgmTest] = []
@@ -317,7 +354,7 @@ def parse_dcgm_json(obj: Mapping[str, object]) -> DcgmDiag:
         except msgspec.ValidationError as exc:
             problems.append(f"dcgmi diag -j: the {category or 'uncategorised'} test entry {raw['name']!r} is not "
                             f"of DCGM's shape: {exc}")
-            continue
+            entry = _salvaged(raw)
         test = DcgmTest(category, entry.name, "Pass", "")
         statuses: list[str] = []
         for result in entry.results or []:
