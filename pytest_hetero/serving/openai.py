@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, TypedDict
+from typing import TypedDict
 
 import msgspec
 
@@ -167,17 +167,18 @@ class StreamChoice(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class StreamEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """A ``data:`` event of a streamed chat completion (OpenAI API ``chat.completion.chunk``): its ``choices``
-    (at least one; the first is read)."""
+    """A ``data:`` event of a streamed chat completion (OpenAI API ``chat.completion.chunk``): its ``choices`` (the
+    first is read; an empty list adds nothing — the API's last chunk under ``stream_options.include_usage`` carries
+    only ``usage``, and Azure OpenAI's first only ``prompt_filter_results``)."""
 
-    choices: Annotated[list[StreamChoice], msgspec.Meta(min_length=1)]
+    choices: list[StreamChoice]
 
 
 def _sse_text(body: bytes) -> str:
     """Join ``choices[0].delta.content`` of every ``data:`` event until ``[DONE]`` (an event without a
     ``delta`` adds nothing). Raises ValueError (JSONDecodeError) for an event that is not JSON, ValueError naming
-    the field for an event of another shape than :class:`StreamEvent` (no ``choices``, an empty one, a
-    ``choices[0]`` or ``delta`` that is not an object, a ``content`` that is not text)."""
+    the field for an event of another shape than :class:`StreamEvent` (no ``choices``, a ``choices[0]`` or
+    ``delta`` that is not an object, a ``content`` that is not text); an empty ``choices`` adds nothing."""
     parts: list[str] = []
     for line in body.decode("utf-8").splitlines():
         if not line.startswith("data:"):
@@ -189,7 +190,8 @@ def _sse_text(body: bytes) -> str:
             event = msgspec.convert(json.loads(data), StreamEvent)
         except msgspec.ValidationError as exc:
             raise ValueError(f"a streamed event of another shape ({exc}): {data[:200]!r}") from None
-        parts.append(event.choices[0].delta.content or "")
+        if event.choices:
+            parts.append(event.choices[0].delta.content or "")
     return "".join(parts)
 
 

@@ -137,13 +137,23 @@ def test_openai_chat_stream_and_embeddings() -> None:
 
 
 @pytest.mark.parametrize("event", [b'{"choices":["x"]}', b'{"choices":[{"delta":[1]}]}', b'{"choices":[7]}',
-                                   b'{"choices":[]}', b'[1]', b'{"choices":{"0":1}}', b'nope',
+                                   b'[1]', b'{"choices":{"0":1}}', b'nope',
                                    b'{"choices":[{"delta":null}]}', b'{"choices":[{"delta":{"content":5}}]}'])
 def test_a_streamed_event_of_another_shape_is_a_value_error_never_a_traceback(event: bytes) -> None:
     chat = OpenAICompatible(Serving("openai", "tiny", "1", endpoint="http://x", options={"stream": True}))
     (req,) = chat.prepare([Sample(1, None, text="hi")], 4)
     with pytest.raises(ValueError):
         chat.parse(req, b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: ' + event + b"\n\ndata: [DONE]\n")
+
+
+def test_a_streamed_event_without_choices_adds_nothing() -> None:
+    """Valid streams carry chunks with ``choices: []``: the last one under ``stream_options.include_usage`` (only
+    ``usage``) and Azure OpenAI's first (only ``prompt_filter_results``); they were refused as of another shape."""
+    sse = (b'data: {"choices":[],"prompt_filter_results":[{"prompt_index":0}]}\n\n'
+           b'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\ndata: {"choices":[{"delta":{"content":"lo"}}]}\n\n'
+           b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}\n\n'
+           b'data: [DONE]\n\n')
+    assert _sse_text(sse) == "Hello"
 
 
 def test_a_streamed_event_of_another_shape_is_named_by_its_field() -> None:
