@@ -369,23 +369,40 @@ def check_files(bundle_dir: Path, entries: list[tuple[str, str, int]], result: V
                                                               "signed manifest: the bundle is incomplete"))
 
 
+def _listed_evidence(bundle_dir: Path, entries: list[tuple[str, str, int]]) -> bytes | None:
+    """The bytes of ``evidence.json`` as the signed manifest ``entries`` list it — read once, at most its listed
+    size, its sha256 the listed one — or None when it is not listed. Raises :class:`Unreadable`: its own kinds
+    (missing, unsafe…), or ``modified`` when the file is larger than listed or has another digest. The one read
+    of the evidence that :func:`load_verified` and verification step 5b (:func:`_check_evidence`) rest on."""
+    listed = next(((sha, size) for rel, sha, size in entries if rel == EVIDENCE), None)
+    if listed is None:
+        return None
+    sha, size = listed
+    try:
+        data = read_regular(bundle_dir, EVIDENCE, size)
+    except Unreadable as exc:
+        if exc.kind == "oversize":
+            raise Unreadable("modified", f"larger than the {size} bytes the signed manifest lists") from None
+        raise
+    if hashlib.sha256(data).hexdigest() != sha:
+        raise Unreadable("modified", "its sha256 is not the signed manifest's")
+    return data
+
+
 def _check_evidence(bundle_dir: Path, entries: list[tuple[str, str, int]], result: Verification) -> None:
     """Step 5b: the signed ``evidence.json`` is an evidence document its readers accept — the verifying loader
     (:func:`_evidence_of`: every section and record held to its declared shape) runs on the bytes whose digest
     the manifest lists, so ``verify`` never says OK for a bundle that ``render``, ``diff``, ``trend`` or
     ``catalog`` would refuse. Skipped when the file is not listed or was already found changed (that problem
     is noted). Adds a ``content`` problem naming the field that does not fit."""
-    listed = next(((sha, size) for rel, sha, size in entries if rel == EVIDENCE), None)
-    if listed is None or any(p.path == EVIDENCE for p in result.problems):
+    if any(p.path == EVIDENCE for p in result.problems):
         return
-    sha, size = listed
     try:
-        data = read_regular(bundle_dir, EVIDENCE, size)
-    except Unreadable as exc:
+        data = _listed_evidence(bundle_dir, entries)
+    except Unreadable as exc:  # changed after the manifest check read it
         result.problems.append(Problem(EVIDENCE, exc.kind, exc.detail))
         return
-    if hashlib.sha256(data).hexdigest() != sha:  # changed after the manifest check read it
-        result.problems.append(Problem(EVIDENCE, "modified", "its sha256 is not the signed manifest's"))
+    if data is None:
         return
     try:
         _evidence_of(data, bundle_dir / EVIDENCE)
@@ -614,21 +631,14 @@ def load_verified(path: Path, *, allow_unsigned: bool, keys: list[Any] | None = 
     entries = read_manifest(bundle, verified[2][MANIFEST], result) if verified else None
     if entries is None:
         raise _refuse(bundle, result)
-    listed = next(((sha, size) for rel, sha, size in entries if rel == EVIDENCE), None)
-    if listed is None:
+    try:
+        data = _listed_evidence(bundle, entries)
+    except Unreadable as exc:
+        raise BundleError(f"bundle does not verify: evidence.json: {exc.kind}: {exc.detail}", Location(str(bundle)),
+                          "use the bundle exactly as the run wrote it") from None
+    if data is None:
         raise BundleError("evidence.json is not in the signed manifest: the bundle is incomplete",
                           Location(str(bundle)))
-    sha, size = listed
-    try:
-        data = read_regular(bundle, EVIDENCE, size)
-    except Unreadable as exc:
-        kind, detail = ("modified", f"larger than the {size} bytes the signed manifest lists") \
-            if exc.kind == "oversize" else (exc.kind, exc.detail)
-        raise BundleError(f"bundle does not verify: evidence.json: {kind}: {detail}", Location(str(bundle)),
-                          "use the bundle exactly as the run wrote it") from None
-    if hashlib.sha256(data).hexdigest() != sha:
-        raise BundleError("bundle does not verify: evidence.json: modified: its sha256 is not the signed manifest's",
-                          Location(str(bundle)), "use the bundle exactly as the run wrote it")
     return Loaded(_evidence_of(data, bundle / EVIDENCE), "verified", entries)
 
 
