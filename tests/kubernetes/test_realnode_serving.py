@@ -28,6 +28,7 @@ import pytest
 import servingimage
 import yaml
 from kubernetes import client, utils
+from serving.helpers import digits_wall_clock_met
 from support import evidence_of, statuses
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
@@ -115,12 +116,8 @@ def test_example_serving_on_the_real_node(pytester: pytest.Pytester, monkeypatch
     _example(pytester)
     result, items, found = _run(pytester, monkeypatch, realnode, ns)
     start, model = items[START], items[MODEL]
-    # two rules are wall-clock bounds of this host (p95 ≤ 500 ms at every level, ≥ 20 req/s at 8 in flight): on a
-    # 2-core CI host under the suite's other workers the gate can rightly fail them (seen: p95 539.6 ms at c=8), so
-    # the business verdict asserted is the one the recorded measurements give, owned by business; all else as always
-    loads = _records(model, "serving.load")
-    host_fast = all(lv["latency_ms"]["p95"] <= 500 for lv in loads) and all(
-        lv["requests_per_s"] >= 20 for lv in loads if lv["concurrency"] == 8)
+    # the wall-clock rules' verdict is the measured one (CI saw p95 539.6 ms at c=8 on 2 loaded cores)
+    host_fast = digits_wall_clock_met(_records(model, "serving.load"))
     assert {k: v for k, v in found.items() if k in (START, MODEL, BUSINESS)} == {
         START: "passed", MODEL: "passed", BUSINESS: "passed" if host_fast else "failed"}, result.stdout.str()[-3000:]
     if not host_fast:
