@@ -23,7 +23,7 @@ from pytest_hetero.declared import as_written, resolve
 from pytest_hetero.explain.model import Value
 from pytest_hetero.pending.events import EventRow
 from pytest_hetero.pending.model import Condition
-from pytest_hetero.pending.objects import EventObject, KubeObject
+from pytest_hetero.pending.objects import EventObject, KubeObject, PhaseFields, PodGroupSpecFields
 
 __all__ = ["KubeEvent", "KubeObject", "NodeObject", "PodGroupObject", "PodSetAssignment", "QueueObject",
            "VcJobObject", "WorkloadObject", "conditions", "scalar"]
@@ -186,20 +186,6 @@ class WorkloadObject:
                                        for entry in _objects(admission.pod_set_assignments)))
         return cls({c.type: c for c in conditions(obj.status_conditions)}, scalar(admission.cluster_queue),
                    assignments)
-
-
-class PodGroupSpecFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A Volcano PodGroup's ``spec`` as written: ``queue`` ("" when absent), ``minMember``, ``minResources``."""
-
-    queue: object = ""
-    min_member: object = None
-    min_resources: object = None
-
-
-class PhaseFields(msgspec.Struct, frozen=True, kw_only=True):
-    """A ``phase`` as written ("" when absent): a PodGroup's ``status``, a Volcano Job's ``status.state``."""
-
-    phase: object = ""
 
 
 class VcJobSpecFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

@@ -83,7 +83,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypedDict, TypeVar, get_args
+from typing import Any, NamedTuple, TypedDict, get_args
 
 import msgspec
 
@@ -297,10 +297,6 @@ def as_map(value: Any, what: str) -> Mapping[str, object]:
 def as_text(value: object) -> str | None:
     """A scalar of a pasted object as text (None when absent or null)."""
     return None if value is None else str(value)
-
-
-_S = TypeVar("_S", bound=msgspec.Struct)
-
 
 
 class _ConditionFields(msgspec.Struct, frozen=True, kw_only=True):

@@ -251,4 +251,19 @@ class ContainerStatusFields(msgspec.Struct, frozen=True, kw_only=True, rename="c
     last_state: object = None
 
 
+class PodGroupSpecFields(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A Volcano PodGroup's ``spec`` as written: ``queue`` ("" when absent), ``minMember``, ``minResources``."""
+
+    queue: object = ""
+    min_member: object = None
+    min_resources: object = None
+
+
+class PhaseFields(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``phase`` as written ("" when absent): a Volcano PodGroup's ``status``, a Volcano Job's ``status.state``
+    (``hetero explain`` and the PodGroup's Pending reasons read it)."""
+
+    phase: object = ""
+
+
 resolve(__name__)

@@ -19,12 +19,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import msgspec
-
 from pytest_hetero.declared import as_written
 from pytest_hetero.errors import ParseError
 from pytest_hetero.pending.model import Condition, Reason, as_map, as_text, conditions_of, make_reason
-from pytest_hetero.pending.objects import KubeObject
+from pytest_hetero.pending.objects import KubeObject, PhaseFields, PodGroupSpecFields
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 
 _GANG = re.compile(
@@ -141,22 +139,9 @@ class PodGroupFacts:
             raise ParseError("PodGroup status is not a mapping", hint="pass the PodGroup object or its status")
         conditions = conditions_of(parsed.conditions_or_own(), "status.conditions")
         as_map(parsed.metadata_value, "metadata")  # refused when not a mapping (its name is parsed.name)
-        phase = as_written(found, _PodGroupStatus).phase
-        spec = as_written(as_map(parsed.spec_value, "spec"), _PodGroupSpec)
+        phase = as_written(found, PhaseFields).phase
+        spec = as_written(as_map(parsed.spec_value, "spec"), PodGroupSpecFields)
         return cls(conditions, as_text(phase) or "", parsed.name or "", as_text(spec.queue) or "")
-
-
-class _PodGroupStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """A pasted PodGroup's ``status`` (``scheduling.volcano.sh`` ``PodGroupStatus``) as far as
-    :meth:`PodGroupFacts.parse` reads it beside its conditions: the ``phase`` as written."""
-
-    phase: object = None
-
-
-class _PodGroupSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """A pasted PodGroup's ``spec`` as far as :meth:`PodGroupFacts.parse` reads it: the ``queue`` as written."""
-
-    queue: object = None
 
 
 def parse_podgroup(obj: Mapping[str, object]) -> list[Reason]:
