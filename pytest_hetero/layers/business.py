@@ -78,7 +78,10 @@ def check(ctx: LayerContext) -> None:
         judged = _judge_values(ctx, outputs, hashlib.sha256(raw).hexdigest(), wall_of(ctx, depends, run), prefix)
         add_run_time(judged.values, run_time_of(ctx, depends, run))  # memory_peak_mib, cpu_s: model.run_time
         ctx.record("business.metrics", run=run or None, **judged.record)
-        results = evaluate(rules, outputs, judged.values)
+        # service levels are the gate's own measurement around a served model (its load generator writes
+        # outputs.service); a batch model's outputs are its own, so a "service" it writes is never judged on
+        read = outputs if ctx.model.serving is not None else {k: v for k, v in outputs.items() if k != "service"}
+        results = evaluate(rules, read, judged.values)
         if dataset.sensitive:  # verdicts and aggregates only: no per-sample values
             for r in results:
                 if r["kind"] == "golden":
