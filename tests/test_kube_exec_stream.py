@@ -31,8 +31,9 @@ class ExecServer:
     (channel, bytes) as binary frames, then a close frame, and closes the connection once the client's close
     frame came."""
 
-    def __init__(self, messages: list[tuple[int, bytes]]) -> None:
+    def __init__(self, messages: list[tuple[int, bytes]], together: bool = False) -> None:
         self.messages = messages
+        self.together = together  # the answer and every message in one write (the client reads them in one read)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.request = b""
@@ -47,11 +48,13 @@ class ExecServer:
             key = next(line.split(b":", 1)[1].strip() for line in self.request.split(b"\r\n")
                        if line.lower().startswith(b"sec-websocket-key:"))
             accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())  # noqa: S324 - RFC 6455 §4.2.2
-            conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                         b"Sec-WebSocket-Accept: " + accept + b"\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n")
-            for channel, data in self.messages:
-                conn.sendall(ABNF(1, 0, 0, 0, ABNF.OPCODE_BINARY, 0, bytes([channel]) + data).format())
-            conn.sendall(ABNF(1, 0, 0, 0, ABNF.OPCODE_CLOSE, 0, b"\x03\xe8").format())
+            answer = (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      b"Sec-WebSocket-Accept: " + accept + b"\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n")
+            frames = [ABNF(1, 0, 0, 0, ABNF.OPCODE_BINARY, 0, bytes([channel]) + data).format()
+                      for channel, data in self.messages]
+            frames.append(ABNF(1, 0, 0, 0, ABNF.OPCODE_CLOSE, 0, b"\x03\xe8").format())
+            for part in [answer + b"".join(frames)] if self.together else [answer, *frames]:
+                conn.sendall(part)
             conn.settimeout(5)
             try:
                 conn.recv(4096)  # the client's close frame: the connection then closes
@@ -68,9 +71,10 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def exec_over(messages: list[tuple[int, bytes]], **kwargs: object) -> podexec.ExecOutcome:
-    """:func:`podexec.run` of ``cat`` against an :class:`ExecServer` sending ``messages``."""
-    server = ExecServer(messages)
+def exec_over(messages: list[tuple[int, bytes]], together: bool = False, **kwargs: object) -> podexec.ExecOutcome:
+    """:func:`podexec.run` of ``cat`` against an :class:`ExecServer` sending ``messages`` (``together``: in the
+    handshake's answer's write)."""
+    server = ExecServer(messages, together)
     core = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{server.port}")))
     done = podexec.run(core, "ns", "pod", "workload", ["cat", "/tmp/x"], 10, **kwargs)  # type: ignore[arg-type]
     server.thread.join(10)
@@ -158,3 +162,33 @@ def test_an_outputs_file_is_the_bytes_wc_counted_or_not_judged() -> None:
     failed = json.dumps({"status": "Failure", "message": "command terminated with non-zero exit code: exit status 1",
                          "details": {"causes": [{"reason": "ExitCode", "message": "1"}]}}).encode()
     assert read_outputs_over([(ERROR, failed)]) is None  # no outputs file
+
+
+def test_the_handshake_answer_is_read_ahead_and_messages_behind_it_are_read_as_they_came(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """websocket-client reads the handshake's answer one byte per ``recv``; :class:`podexec.ReadAhead` serves those
+    from one read of the socket (the 101 answer's ~190 bytes took ~190 reads of the socket and of its TLS layer per
+    exec). Messages the server sent in the same write as the answer are kept and read in order, exit Status
+    included, whether or not the socket polls readable again."""
+    reads: list[int] = []
+    plain = socket.create_connection
+
+    class Counted(socket.socket):
+        def recv(self, size: int, flags: int = 0) -> bytes:
+            reads.append(size)
+            return super().recv(size, flags)
+
+    def counted(address: tuple[str, int], *args: object, **kwargs: object) -> socket.socket:
+        sock = plain(address)
+        made = Counted(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        return made
+
+    monkeypatch.setattr(socket, "create_connection", counted)
+    out = b"".join(b"row %d\n" % i for i in range(50))
+    done = exec_over([(STDOUT, out[:100]), (STDOUT, out[100:]), (STDERR, b"warn\n"), (ERROR, SUCCESS)], together=True)
+    assert (done.stdout, done.stderr, done.exit_code, done.timed_out) == (out.decode(), "warn\n", 0, False)
+    assert 1 <= len(reads) <= 3, reads  # one read ahead (and the close's answer), not one per byte of the answer
+    reads.clear()
+    apart = exec_over([(STDOUT, b"alone\n"), (ERROR, SUCCESS)])  # the answer and each message in writes of their own
+    assert (apart.stdout, apart.exit_code) == ("alone\n", 0)
+    assert len(reads) < 20, reads

@@ -10,8 +10,9 @@ Each exec opens its websocket from the request the shared ApiClient serialises (
 REST call made meanwhile on that client would be sent as a websocket request: ``Handshake status 200``) and runs
 the generated method's argument validation on every exec. Execs and REST calls may thus run concurrently.
 Every exec of one client configuration shares one TLS context (:func:`tls_context`; ``kubernetes.stream`` loaded
-the CA and the client certificate again for each) and resumes the TLS session the apiserver last gave
-(:func:`connect_websocket`), and its messages are read by channel as they arrive (:class:`ExecStream`).
+the CA and the client certificate again for each) and resumes the TLS session of the last full handshake
+(:func:`connect_websocket`); the handshake's answer is read ahead (:class:`ReadAhead`), and its messages are read by
+channel as they arrive (:class:`ExecStream`).
 
 stdout and stderr are kept as the bytes the process wrote (as the Docker and local engines keep them): their sizes
 and sha256 are of those bytes, and their text is decoded once from the kept bytes, so a UTF-8 character the server
@@ -179,8 +180,52 @@ class ExecStream:
 
 
 def _pending(sock: Any) -> bool:
-    """Has the TLS layer of ``sock`` decrypted bytes no poll of the socket would show (a whole record read before)?"""
+    """Has ``sock`` bytes no poll of the socket would show: read ahead (:class:`ReadAhead`), or decrypted by its TLS
+    layer (a whole record read before)?"""
+    if isinstance(sock, ReadAhead):
+        return sock.pending() > 0
     return isinstance(sock, ssl.SSLSocket) and sock.pending() > 0
+
+
+class ReadAhead:
+    """A connected socket (TLS or plain) whose one-byte reads are served from one larger read: websocket-client reads
+    the handshake's answer (the 101 status line and headers) one ``recv(1)`` at a time, ~190 calls through its
+    socket layer and the TLS layer per exec. The first ``recv(1)`` with nothing kept reads what the server has sent
+    (up to :data:`READ_AHEAD_BYTES`) and keeps the rest; every later read is served from what is kept first, so
+    frames that came behind the headers are read as they would have been. Everything else (``send``, ``fileno``,
+    ``settimeout``, ``shutdown``, ``close``, ``session_reused``…) is the socket's own. :meth:`pending` counts what is
+    kept and what the TLS layer holds: a poll of the socket sees neither."""
+
+    __slots__ = ("_kept", "sock")
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self._kept = b""
+
+    def recv(self, size: int) -> bytes:
+        """Up to ``size`` bytes: what is kept first; else, for a one-byte read, one read of up to
+        :data:`READ_AHEAD_BYTES` of which the rest is kept. Raises what the socket's ``recv`` raises (timeouts,
+        ``ssl.SSLWantReadError``); ``b""`` when the peer closed."""
+        if self._kept:
+            got, self._kept = self._kept[:size], self._kept[size:]
+            return got
+        if size != 1:
+            data: bytes = self.sock.recv(size)
+            return data
+        data = self.sock.recv(READ_AHEAD_BYTES)
+        self._kept = data[1:]
+        return data[:1]
+
+    def pending(self) -> int:
+        """Bytes readable without waiting for the network: kept here, plus those the TLS layer decrypted."""
+        return len(self._kept) + (self.sock.pending() if isinstance(self.sock, ssl.SSLSocket) else 0)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+READ_AHEAD_BYTES = 16384
+"""Largest read :class:`ReadAhead` makes to serve a one-byte read (a TLS record's largest plaintext)."""
 
 
 def _readable(sock: Any, timeout_s: float) -> bool:
@@ -243,8 +288,9 @@ def tls_context(configuration: client.Configuration) -> _Tls:
 def connect_websocket(configuration: client.Configuration, url: str, headers: dict[str, str]) -> WebSocket:
     """The websocket of the request ``url`` (``http(s)://``, as the client serialised it; ``headers``: its
     ``authorization`` is sent) with the channel protocols ``kubernetes.stream`` offers. Over TLS the connection
-    uses :func:`tls_context` and resumes the last session the apiserver gave for that host (no certificate
-    exchange on a resumed handshake; a full one when the server declines). Behind a proxy (the configuration's,
+    uses :func:`tls_context` and resumes the session the apiserver gave for that host at the last full handshake
+    (no certificate exchange on a resumed handshake; a full one when the server declines, whose session is then
+    kept). The socket is read through :class:`ReadAhead`. Behind a proxy (the configuration's,
     or ``https_proxy``/``http_proxy`` in the environment) the connection is ``kubernetes.stream``'s own. Raises
     websocket-client's errors (``Handshake status 403 …`` when the apiserver refuses), ``OSError`` and
     ``ssl.SSLError`` when the connection fails."""
@@ -268,12 +314,14 @@ def connect_websocket(configuration: client.Configuration, url: str, headers: di
             sock = tls.context.wrap_socket(sock, server_hostname=configuration.tls_server_name or host,
                                            session=tls.sessions.get((host, port)))
         ws = WebSocket(skip_utf8_validation=False)
-        ws.connect(ws_url, header=header, socket=sock)  # type: ignore[no-untyped-call]
+        ws.connect(ws_url, header=header, socket=ReadAhead(sock))  # type: ignore[no-untyped-call]
     except BaseException:
         sock.close()
         raise
-    if tls is not None and sock.session is not None:
-        tls.sessions[(host, port)] = sock.session  # the server's ticket came with its answer: the next exec resumes
+    if tls is not None and not sock.session_reused:
+        session = sock.session  # one read: each copies the session (its certificates parsed again), ~0.3 ms
+        if session is not None:
+            tls.sessions[(host, port)] = session  # the server's ticket came with its answer: the next exec resumes
     return ws
 
 
