@@ -19,7 +19,10 @@ machine, not a cluster's.
 Printed per round: the makespan of the model runs (the earliest run queued → the latest Pod deleted, from each
 run's ``spread`` record), the ideal ⌈N / W⌉ × S with W the width the gate used, their ratio, the gate process's
 CPU (user + system, children included: the per-run host processes are the KWOK exec's, not the gate's children)
-per model item, its peak RSS (``ru_maxrss`` of the gate's process tree), and the whole process's wall time. Medians
+per model item, its peak RSS (``ru_maxrss`` of the gate's process tree), the whole process's wall time, and the
+plane's CPU meanwhile (:func:`plane_cpu`: apiserver, etcd, controller-manager, scheduler, KWOK with the exec processes
+it ran for the runs; whatever else uses the plane then counts too): the host's 2 cores hold both. The stand-in model
+runs under this interpreter by its path (``target.python``). Medians
 with the spread over ``--rounds``. ``--py-spy FILE`` records the gate with py-spy (``--gil``: the samples holding
 the GIL, raw stacks in ``FILE.<round>``; its CPU then counts py-spy's too).
 """
@@ -75,7 +78,10 @@ def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: 
                                  images=[{"name": "py", "reference": "python:3.11", "for": ["cpu"]}],
                                  layers={"discovery": {"timeout": "60s"}, "scheduling": {"timeout": "60s"},
                                          "startup": {"timeout": "120s"}, "model": {"timeout": "20m"}}))
-    doc["spec"]["target"] = {"backend": "kubernetes", "namespace": namespace, "kubeconfig": kubeconfig}
+    # the exec runs on this host (KWOK's ClusterExec): its interpreter by path, as a node's image names its own (a
+    # version manager's `python3` shim on PATH costs a shell and its lookups per run: ~2.5x the interpreter's start)
+    doc["spec"]["target"] = {"backend": "kubernetes", "namespace": namespace, "kubeconfig": kubeconfig,
+                             "python": sys.executable}
     doc["spec"]["models"] = [{"name": f"m{i}", "version": "1", "uri": "w.json", "sha256": sha["w.json"],
                               "code": "code", "entrypoint": ["{python}", "{code}/model.py", "--data", "{dataset}",
                                                              "--out", "{outputs}", "--sleep", str(run_s)]}
@@ -84,6 +90,26 @@ def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: 
     path = folder / "spread.matrix.yaml"
     path.write_text(json.dumps(doc, indent=1))
     return path
+
+
+PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+"""The plane's processes (``<plane state>/run/<name>.pid`` beside ``$KUBECONFIG``, as tests/infra/kubeplane.sh writes
+them)."""
+
+
+def plane_cpu(kubeconfig: str) -> dict[str, float]:
+    """CPU seconds (user + system, of the process and of its children it waited for: KWOK's exec processes) each
+    plane process has used so far, by name (/proc/<pid>/stat fields 14-17); a process not found is left out."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = {}
+    for name in PLANE:
+        try:
+            pid = (Path(kubeconfig).parent / "run" / f"{name}.pid").read_text().strip()
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except (OSError, ValueError):
+            continue
+        used[name] = sum(int(f) for f in fields[11:15]) / tick
+    return used
 
 
 def gate_round(folder: Path, matrix: Path, width: str, run_s: float, profile: str | None = None) -> dict[str, float]:
@@ -135,14 +161,20 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             with tempfile.TemporaryDirectory(prefix="hetero-benchspread-") as tmp:
                 folder = Path(tmp)
-                got = gate_round(folder, write_matrix(folder, tag, namespace, kubeconfig, args.runs, args.run_s,
-                                                      args.per_node),
-                                 args.width, args.run_s, args.py_spy and f"{args.py_spy}.{r + 1}")
+                matrix = write_matrix(folder, tag, namespace, kubeconfig, args.runs, args.run_s, args.per_node)
+                before = plane_cpu(kubeconfig)
+                got = gate_round(folder, matrix, args.width, args.run_s, args.py_spy and f"{args.py_spy}.{r + 1}")
+                after = plane_cpu(kubeconfig)
+            plane = {name: after[name] - before[name] for name in after if name in before}
+            got["plane_cpu_s"] = sum(plane.values())
+            got["plane_ms_per_run"] = got["plane_cpu_s"] * 1000 / args.runs
             rounds.append(got)
             print(f"round {r + 1}: width {got['width']:.0f}, makespan {got['makespan_s']:.1f} s against the ideal "
                   f"{got['ideal_s']:.0f} s ({got['ratio']:.2f}x), gate CPU {got['cpu_ms_per_item']:.1f} ms per "
-                  f"model item, peak RSS {got['peak_rss_mib']:.0f} MiB, whole process {got['wall_s']:.1f} s",
-                  flush=True)
+                  f"model item, peak RSS {got['peak_rss_mib']:.0f} MiB, whole process {got['wall_s']:.1f} s; "
+                  f"the plane's CPU meanwhile {got['plane_cpu_s']:.1f} s ("
+                  + ", ".join(f"{name} {cpu:.1f}" for name, cpu in plane.items()) + "; other work on the plane "
+                  "counts too)", flush=True)
 
     def med(key: str) -> str:
         values = [g[key] for g in rounds]
@@ -151,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.runs} runs of {args.run_s:g} s on {args.nodes} KWOK nodes, --hetero-concurrency {args.width}, "
           f"{args.rounds} rounds; load average {os.getloadavg()[0]:.1f}")
     print(f"makespan/ideal {med('ratio')} (target <= 1.2); gate CPU per model item {med('cpu_ms_per_item')} ms "
-          "(target <= 5)")
+          f"(target <= 5); plane CPU per run {med('plane_ms_per_run')} ms")
     return 0
 
 
