@@ -10,8 +10,11 @@ the shared client's answers stay normal however many execs run at once.
 from __future__ import annotations
 
 import copy
+import io
 import os
+import re
 import shutil
+import tarfile
 import threading
 import time
 import uuid
@@ -156,4 +159,41 @@ def test_the_exit_status_check_reads_the_outputs_and_removes_the_inputs_in_its_e
         assert (back.read, back.removed, os.path.isdir(root)) == ((1, b""), False, True)
         shutil.rmtree(root)
     finally:
+        cluster.core.delete_namespace(namespace)
+
+
+def test_a_run_with_its_inputs_unpacks_them_prints_the_environment_apart_then_runs(cluster: Cluster) -> None:
+    """A model run's own pod gets its inputs in the run's exec (:func:`.run.run_model`'s ``inputs``: one exec less per
+    run): the tar on stdin is unpacked at the root (on KWOK the exec runs on this host, where it is checked), the
+    container's environment comes back as the outcome's ``prelude``, apart from the run's own stderr, whose size
+    and digest are of the run's bytes only; the run reads its input. Inputs that cannot be unpacked (here: a root
+    that cannot be made) end the exec with that status before the run begins: no prelude, and the run never ran."""
+    namespace = cluster.new_namespace("hetero-exec")
+    core = cluster.core
+    pod = running_pod(cluster, namespace)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = b"row,1\n"
+        info = tarfile.TarInfo("datasets/d/data.csv")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    root = f"/tmp/hetero-inputs-{uuid.uuid4().hex[:8]}"
+    try:
+        argv = ["/bin/sh", "-c", f"cat {root}/datasets/d/data.csv; printf 'model says\\n' >&2; exit 5"]
+        done = kube_run.run_model(core, namespace, pod, argv, f"{root}/runs/r", "/tmp", {}, 30,
+                                  inputs=(root, buf.getvalue()))
+        assert (done.exit_code, done.stdout, done.stderr) == (5, "row,1\n", "model says\n")
+        assert done.streams["stderr_bytes"] == len(b"model says\n")
+        assert done.prelude is not None and re.search(r"^PATH=", done.prelude, re.MULTILINE), done.prelude
+        assert "===" not in done.stderr and "PATH=" not in done.stderr
+        with open(f"{root}/datasets/d/data.csv", "rb") as fh:
+            assert fh.read() == data
+
+        ran = f"{root}/ran"
+        broken = kube_run.run_model(core, namespace, pod, ["/bin/sh", "-c", f"touch {ran}"], f"{root}/runs/s", "/tmp",
+                                    {}, 30, inputs=("/dev/null/inputs", buf.getvalue()))
+        assert broken.prelude is None and broken.exit_code not in (0, None) and not broken.timed_out
+        assert not os.path.exists(ran) and not os.path.exists(f"{root}/runs/s/.rc")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
         cluster.core.delete_namespace(namespace)

@@ -60,7 +60,9 @@ class ExecOutcome:
     ``abandoned`` (the caller's stop event ended the wait), ``streams`` (each stream's full size,
     sha256 and whether it was capped: at most :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES`
     of each is kept, unless the caller gave stdout another cap), ``stdout_bytes`` (stdout's bytes, whole, when the
-    caller asked for them and none was dropped; ``stdout`` is then empty)."""
+    caller asked for them and none was dropped; ``stdout`` is then empty), ``prelude`` (what the command wrote on
+    stderr before the caller's marker line, when it asked for one: :class:`Prelude`; None when that line never
+    came; ``stderr`` and its facts are then of what came after it)."""
 
     exit_code: int | None
     stdout: str
@@ -71,6 +73,7 @@ class ExecOutcome:
     abandoned: bool = False
     streams: dict[str, object] = field(default_factory=dict)
     stdout_bytes: bytes | None = None
+    prelude: str | None = None
 
 
 def exit_code(status_text: str) -> int | None:
@@ -110,6 +113,46 @@ def open_exec(core: client.CoreV1Api, namespace: str, pod: str, container: str, 
         raise ApiException(status=0, reason=str(exc)) from None
 
 
+class Prelude:
+    """stderr split at a marker line: the bytes before it are kept here (``kept``; at most :data:`PRELUDE_BYTES`), the
+    marker dropped, and everything after it handed to ``rest`` as the command's stderr. A command that prints what
+    the gate asked before it starts the run, then the marker, keeps that apart from the run's own stderr: the run
+    starts after the marker is written, so nothing it writes can come before it. When the marker has not come
+    within :data:`PRELUDE_BYTES`, what was kept goes to ``rest`` and ``seen`` stays False."""
+
+    def __init__(self, marker: bytes, rest: CappedStream) -> None:
+        self.marker = marker
+        self.rest = rest
+        self.kept = bytearray()
+        self.seen = False
+        self.given_up = False
+
+    def add(self, data: bytes) -> None:
+        """Hand ``data`` (stderr bytes as they arrive) to the prelude or to ``rest``."""
+        if self.seen or self.given_up:
+            self.rest.add(data)
+            return
+        self.kept += data
+        at = self.kept.find(self.marker)
+        if at >= 0:
+            self.seen = True
+            after = bytes(self.kept[at + len(self.marker):])
+            del self.kept[at:]
+            self.rest.add(after)
+        elif len(self.kept) > PRELUDE_BYTES:
+            self.given_up = True
+            self.rest.add(bytes(self.kept))
+            self.kept.clear()
+
+    def text(self) -> str | None:
+        """The prelude as text (UTF-8, invalid bytes replaced), None when the marker did not come."""
+        return self.kept.decode("utf-8", "replace") if self.seen else None
+
+
+PRELUDE_BYTES = 1024 * 1024
+"""Most stderr bytes :class:`Prelude` holds while it waits for its marker."""
+
+
 class ExecStream:
     """One exec's websocket, read by channel (the ``channel.k8s.io`` protocols: each message's first byte is its
     channel; ``v5.channel.k8s.io`` adds a message closing a channel), as ``kubernetes.stream.ws_client.WSClient``
@@ -142,7 +185,7 @@ class ExecStream:
             except Exception:  # noqa: BLE001, S110 - the run goes on; its stdin ends with the connection
                 pass
 
-    def pump(self, timeout_s: float, out: CappedStream, err: CappedStream) -> None:
+    def pump(self, timeout_s: float, out: CappedStream, err: CappedStream | Prelude) -> None:
         """Wait up to ``timeout_s`` seconds for a message, then read every message already there: stdout into
         ``out``, stderr into ``err``, the error channel onto ``status``; a close message ends the stream. Raises
         WebSocketConnectionClosedException when the connection dropped under the read."""
@@ -336,6 +379,7 @@ def run(
     stop: threading.Event | None = None,
     stdout_cap: int = STREAM_CAP_BYTES,
     raw_stdout: bool = False,
+    prelude: bytes | None = None,
 ) -> ExecOutcome:
     """Run ``argv`` in ``pod``/``container`` (an exec websocket of its own: :func:`open_exec`); feed ``stdin``
     (then close it); wait up to ``timeout_s`` seconds, or until ``stop`` is set (then ``abandoned``; the
@@ -343,7 +387,8 @@ def run(
     :class:`~pytest_hetero.backends.streams.CappedStream`). With ``raw_stdout``, stdout comes back as bytes,
     ``stdout_bytes``, when no more than ``stdout_cap`` came (its text, ``stdout``, is then left empty: a 64 MiB
     outputs file is not held a second time as text); when more came, ``stdout_bytes`` is None and ``stdout`` the
-    kept head and tail as text, as without it.
+    kept head and tail as text, as without it. With ``prelude`` (a marker line), stderr is split there
+    (:class:`Prelude`): the outcome's ``prelude`` is what came before it, its ``stderr`` what came after.
 
     Raises ApiException when the apiserver refuses the exec (403 without ``create pods/exec``,
     400 when the container is not running) and websocket errors when the connection fails.
@@ -351,6 +396,8 @@ def run(
     start = time.perf_counter()
     ws = open_exec(core, namespace, pod, container, argv, stdin is not None)
     out, err = CappedStream(stdout_cap), CappedStream()
+    split = Prelude(prelude, err) if prelude is not None else None
+    errs = split or err
     try:
         if stdin is not None:
             ws.write_stdin(stdin)
@@ -365,10 +412,10 @@ def run(
                 abandoned = True
                 break
             try:
-                ws.pump(min(left, tick), out, err)
+                ws.pump(min(left, tick), out, errs)
             except WebSocketConnectionClosedException:
                 break  # the server closed between the check and the read
-        ws.pump(0, out, err)
+        ws.pump(0, out, errs)
         status = ws.status
         abandoned = abandoned and not status  # finished as the stop came: the answer stands
         timed_out = not abandoned and ws.open and not status and time.perf_counter() >= deadline
@@ -385,6 +432,7 @@ def run(
         abandoned=abandoned,
         streams={**out.facts("stdout"), **err.facts("stderr")},
         stdout_bytes=whole,
+        prelude=split.text() if split is not None else None,
     )
 
 

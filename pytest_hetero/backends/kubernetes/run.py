@@ -94,32 +94,26 @@ def input_paths(
     }
 
 
-def copy_inputs(
-    core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix, root: str, timeout_s: float,
-    only: tuple[str, str] | None = None, env: bool = False,
-) -> str:
-    """Unpack :func:`input_tar` (of ``only``'s model and dataset when given) at ``root`` in the pod (``tar -x`` from
-    exec stdin); with ``env``, the same exec then prints the container's environment (``env``; nothing when it
-    cannot), returned as text (a model run's own pod reads the devices it was handed there: one exec less per run).
+def copy_inputs(core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix, root: str, timeout_s: float) -> None:
+    """Unpack :func:`input_tar` at ``root`` in the pod (``tar -x`` from exec stdin); a model run's own pod gets its
+    inputs with its run instead (:func:`run_model`'s ``inputs``).
 
     Raises ActionFailed ``inputs_copy_failed`` (platform) when tar fails (no ``tar`` in the image).
     """
-    then = " && { env 2>/dev/null || true; }" if env else ""
     done = kube_exec.run(
         core,
         namespace,
         pod,
         "workload",
-        ["/bin/sh", "-c", f"mkdir -p {shlex.quote(root)} && tar -x -f - -C {shlex.quote(root)}{then}"],
+        ["/bin/sh", "-c", f"mkdir -p {shlex.quote(root)} && tar -x -f - -C {shlex.quote(root)}"],
         timeout_s,
-        stdin=input_tar(matrix, only),
+        stdin=input_tar(matrix),
     )
     if done.exit_code != 0:
         raise ActionFailed(
             f"copying model/dataset inputs into {pod}:{root} failed (exit {done.exit_code}): "
             f"{done.stderr.strip()[-300:] or done.status[-300:]}",
             "inputs_copy_failed")
-    return done.stdout if env else ""
 
 
 def run_model(
@@ -134,6 +128,7 @@ def run_model(
     stop: threading.Event | None = None,
     python: str | None = None,
     devices: str = "-",
+    inputs: tuple[str, bytes] | None = None,
 ) -> kube_exec.ExecOutcome:
     """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``.
     Its exit status is also written to ``run_dir/.rc`` (read back by :func:`exit_confirmed`). With
@@ -145,16 +140,37 @@ def run_model(
     SIGTERM: KeyboardInterrupt) the process is killed too, best effort within 5 s, and the interruption goes on:
     deleting the pod ends it on a kubelet, but an exec can outlive its pod (KWOK's ClusterExec runs it on
     the host), and the model must not go on running after the gate stopped.
+
+    ``inputs`` (root, :func:`input_tar`'s bytes): a model run's own pod gets its inputs in the same exec, one exec
+    less per run (:func:`inputs_prelude`): the tar unpacked at root from stdin, the container's environment printed on
+    stderr before a marker line of this exec, then the run; the outcome's ``prelude`` is that environment, None when
+    the unpacking failed (the run never started; its exit status is tar's).
     """
     script = run_script(argv, run_dir, workdir, env, python, devices)
+    marker = None
+    if inputs is not None:
+        marker = f"=== {uuid.uuid4().hex}\n"
+        script = inputs_prelude(inputs[0], marker) + script
     try:
-        done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop)
+        done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop,
+                             stdin=inputs[1] if inputs is not None else None,
+                             prelude=marker.encode() if marker is not None else None)
     except KeyboardInterrupt:
         kill_run(core, namespace, pod, run_dir, 5)
         raise
     if done.timed_out:
         kill_run(core, namespace, pod, run_dir, 30)
     return done
+
+
+def inputs_prelude(root: str, marker: str) -> str:
+    """The start of a model run's script that unpacks its inputs first (:func:`run_model`'s ``inputs``): the tar on
+    stdin unpacked at ``root`` (the script exits with tar's status when that fails), the container's environment
+    printed on stderr (nothing when ``env`` cannot), then ``marker`` (a line) on stderr; the run's own script follows.
+    The run starts after the marker is written (its stdin is not the tar: a background job's is /dev/null)."""
+    rt = shlex.quote(root)
+    return (f"mkdir -p {rt} && tar -x -f - -C {rt} || exit; {{ env 2>/dev/null || true; }} >&2; "
+            f"printf '%s\\n' {shlex.quote(marker.rstrip(chr(10)))} >&2; ")
 
 
 def run_script(argv: list[str], run_dir: str, workdir: str, env: dict[str, str], python: str | None,
@@ -278,7 +294,12 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
     pod, root = workload.started_pod(), workload.root or f"/tmp/hetero-{session.owner}"
     node = node_of(session, workload)
     kube_node.ensure_ready(session, ctx, workload, node)
-    _ensure_inputs(session, ctx, workload, root, alone=given is not None)
+    inputs: tuple[str, bytes] | None = None
+    if given is not None and not workload.inputs:  # a run's own pod: its inputs come with the run's exec
+        inputs = (root, input_tar(ctx.matrix, (ctx.model.name, ctx.dataset.name)))
+        workload.inputs = root  # from here on the pod may hold them: the caller removes them on a KWOK host
+    else:
+        _ensure_inputs(session, ctx, workload, root)
     m, d = ctx.model, ctx.dataset
     code = code_of(ctx.matrix, m)
     paths = input_paths(root, m.name, m.path, code.path, d.name, model_input(d))
@@ -296,7 +317,9 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
                         root if given is not None and simulated and workload.inputs == root else None)
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
                                  {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"],
-                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped, readback)
+                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped, readback, inputs)
+    if inputs is not None:
+        workload.env = done.prelude or ""
     if readback.removed:
         workload.inputs = None
     ran = kube_usage.exec_facts(session, workload, begun, time.time())
@@ -426,39 +449,36 @@ def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, StartedI
     return session.workloads[key], started_here
 
 
-def _ensure_inputs(session: KubeSession, ctx: Step, workload: WorkloadRecord, root: str, alone: bool = False) -> None:
-    """Copy the matrix's inputs into the workload pod under ``root`` once per workload; ``alone`` (a model run's own
-    pod): the run's model and dataset only, and the container's environment kept as ``workload.env``."""
+def _ensure_inputs(session: KubeSession, ctx: Step, workload: WorkloadRecord, root: str) -> None:
+    """Copy the matrix's inputs into the workload pod under ``root`` once per workload."""
     if workload.inputs:
         return
-    only = (ctx.model.name, ctx.dataset.name) if alone else None
     try:
-        env = copy_inputs(session.core, session.namespace, workload.started_pod(), ctx.matrix, root, ctx.timeout_s,
-                          only, env=alone)
+        copy_inputs(session.core, session.namespace, workload.started_pod(), ctx.matrix, root, ctx.timeout_s)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - translated
         raise kc.api_outcome(exc, f"copy the inputs into pod {workload.pod}") from None
     workload.inputs = root
-    if alone:
-        workload.env = env
 
 
 def _run_watched(
     session: KubeSession, ctx: Step, workload: WorkloadRecord, node: str, argv: list[str], run_dir: str,
     workdir: str, env: dict[str, str], python: str | None = None, devices: str = "-",
     dumped: dict[str, str] | None = None, readback: Readback | None = None,
+    inputs: tuple[str, bytes] | None = None,
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
     """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
     outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict. ``dumped`` receives
     the wrapper's evidence files and ``readback`` the outputs when the exit-status check read them
-    (:func:`exit_confirmed`)."""
+    (:func:`exit_confirmed`); ``inputs``: unpacked by the same exec first (:func:`run_model`). Raises ActionFailed
+    ``inputs_copy_failed`` when they were not unpacked (the exec ended, or timed out, before the run began)."""
     pod = workload.started_pod()
     watch = session.node_watch().watch(node) if node else None
     started_at, started = utc_now(), time.perf_counter()
     try:
         done = run_model(session.core, session.namespace, pod, argv, run_dir, workdir, env, ctx.timeout_s,
-                         stop=watch.turned if watch else None, python=python, devices=devices)
+                         stop=watch.turned if watch else None, python=python, devices=devices, inputs=inputs)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
@@ -466,6 +486,11 @@ def _run_watched(
             raise kc.api_outcome(exc, f"exec the model entrypoint in pod {pod}") from None
         done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
     else:
+        if inputs is not None and done.prelude is None and (done.status or done.timed_out) and not done.abandoned:
+            raise ActionFailed(
+                f"copying model/dataset inputs into {pod}:{inputs[0]} failed "
+                f"({'timed out' if done.timed_out else f'exit {done.exit_code}'}): "
+                f"{done.stderr.strip()[-300:] or done.status[-300:]}", "inputs_copy_failed")
         if watch is not None and (broken_stream(done)
                                   or not exit_confirmed(session.core, session.namespace, pod, run_dir, done, dumped,
                                                                 readback)):

@@ -13,7 +13,8 @@ until its container runs (placement and start, up to the model timeout; a Pod th
 the category :func:`.startup.startup_failed` gives it), then run the model in it exactly as in the shared pod
 (:func:`.run.execute`: inputs copied in, the entrypoint under the gate's wrapper, node watched, outputs read
 back), read the devices the device plugin handed it (every ``*_VISIBLE_DEVICES`` variable in the container's
-environment, printed by the exec that copied the inputs), and delete the Pod (and forget it in the pod watch).
+environment, printed on stderr by the run's exec before the run began, after it unpacked the run's inputs: one exec
+for both, :func:`.run.run_model`'s ``inputs``), and delete the Pod (and forget it in the pod watch).
 
 **Concurrency and joining** are the engine-neutral :class:`~pytest_hetero.backends.spread.Spread`'s: the first
 model item of a resource × image launches the runs of itself and of the model items after it, at most
@@ -209,7 +210,7 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
 
 def visible_devices(env: str) -> dict[str, str]:
     """Every ``*_VISIBLE_DEVICES`` variable of a container environment as ``env`` prints it (what the device plugin
-    handed the run's container, printed by the exec that copied its inputs: :func:`.run.copy_inputs`); empty when
+    handed the run's container, printed by the run's exec before the run began: :func:`.run.inputs_prelude`); empty when
     there is none or it could not be read."""
     return dict(VISIBLE.findall(env))
 
