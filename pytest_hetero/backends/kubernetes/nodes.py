@@ -108,7 +108,9 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node
     unknown, nothing checked) is not Ready now; record ``<layer>.node_not_ready`` with the condition.
 
     A node that is gone (404) counts as not Ready (``NodeDeleted``); one that cannot be read otherwise
-    is recorded as ``<layer>.node_check`` and the layer goes on.
+    is recorded as ``<layer>.node_check`` and the layer goes on. When the session's node watch is running and holds
+    the node (:meth:`NodeReadiness.held`), its condition is the answer (what the run's own :class:`NodeWatch` then
+    begins with): no GET per model run; else one GET of the node.
     """
     lost = workload.node_lost
     if lost:
@@ -120,8 +122,10 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node
             CATEGORY)
     if not node:
         return
+    feed = session.node_feed
+    held = feed.held(node) if feed is not None else None
     try:
-        cond = ready_condition(read(session.core, node))
+        cond = held if held is not None else ready_condition(read(session.core, node))
     except ApiException as exc:
         if exc.status != 404:
             ctx.record(f"{ctx.layer}.node_check", node=node, checked=False, error=f"HTTP {exc.status}")
@@ -196,6 +200,13 @@ class NodeReadiness(ListWatch):
                 if not sub.transitions:  # a watch event of the node came first: it is newer
                     sub.observe(seen)
         return sub
+
+    def held(self, name: str) -> ReadyCondition | None:
+        """Node ``name``'s Ready condition as this watch holds it now (what a :class:`NodeWatch` of it begins with),
+        None when it holds none (not listed yet) or when the watch has failed at any time (``error``: what it holds
+        may be older than it looks)."""
+        with self.lock:
+            return None if self.error is not None else self.conditions.get(name)
 
     def forget(self, sub: NodeWatch) -> None:
         """Stop feeding ``sub``."""
