@@ -167,7 +167,8 @@ def test_a_run_with_its_inputs_unpacks_them_prints_the_environment_apart_then_ru
     run): the tar on stdin is unpacked at the root (on KWOK the exec runs on this host, where it is checked), the
     container's environment comes back as the outcome's ``prelude``, apart from the run's own stderr, whose size
     and digest are of the run's bytes only; the run reads its input. Inputs that cannot be unpacked (here: a root
-    that cannot be made) end the exec with that status before the run begins: no prelude, and the run never ran."""
+    that cannot be made, a tar that cannot unpack there) end the exec with that status and message before the run
+    begins: no prelude, and the run never ran."""
     namespace = cluster.new_namespace("hetero-exec")
     core = cluster.core
     pod = running_pod(cluster, namespace)
@@ -193,6 +194,15 @@ def test_a_run_with_its_inputs_unpacks_them_prints_the_environment_apart_then_ru
         broken = kube_run.run_model(core, namespace, pod, ["/bin/sh", "-c", f"touch {ran}"], f"{root}/runs/s", "/tmp",
                                     {}, 30, inputs=("/dev/null/inputs", buf.getvalue()))
         assert broken.prelude is None and broken.exit_code not in (0, None) and not broken.timed_out
+        assert "cannot create directory" in broken.stderr  # mkdir's message, the command's stderr: no marker came
+        blocked = f"{root}/blocked"  # a root whose 'datasets' is a file: tar cannot unpack under it
+        os.makedirs(blocked)
+        with open(f"{blocked}/datasets", "w") as fh:
+            fh.write("not a folder\n")
+        failed = kube_run.run_model(core, namespace, pod, ["/bin/sh", "-c", f"touch {ran}"], f"{root}/runs/t", "/tmp",
+                                    {}, 30, inputs=(blocked, buf.getvalue()))
+        assert failed.prelude is None and failed.exit_code not in (0, None) and "Not a directory" in failed.stderr
+        assert not os.path.exists(ran)
         assert not os.path.exists(ran) and not os.path.exists(f"{root}/runs/s/.rc")
     finally:
         shutil.rmtree(root, ignore_errors=True)

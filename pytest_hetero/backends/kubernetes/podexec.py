@@ -148,6 +148,13 @@ class Prelude:
         """The prelude as text (UTF-8, invalid bytes replaced), None when the marker did not come."""
         return self.kept.decode("utf-8", "replace") if self.seen else None
 
+    def end(self) -> None:
+        """The stream ended: when the marker never came, what was kept is the command's stderr (``rest``)."""
+        if not (self.seen or self.given_up):
+            self.given_up = True
+            self.rest.add(bytes(self.kept))
+            self.kept.clear()
+
 
 PRELUDE_BYTES = 1024 * 1024
 """Most stderr bytes :class:`Prelude` holds while it waits for its marker."""
@@ -416,6 +423,8 @@ def run(
             except WebSocketConnectionClosedException:
                 break  # the server closed between the check and the read
         ws.pump(0, out, errs)
+        if split is not None:
+            split.end()
         status = ws.status
         abandoned = abandoned and not status  # finished as the stop came: the answer stands
         timed_out = not abandoned and ws.open and not status and time.perf_counter() >= deadline

@@ -165,11 +165,14 @@ def run_model(
 
 def inputs_prelude(root: str, marker: str) -> str:
     """The start of a model run's script that unpacks its inputs first (:func:`run_model`'s ``inputs``): the tar on
-    stdin unpacked at ``root`` (the script exits with tar's status when that fails), the container's environment
-    printed on stderr (nothing when ``env`` cannot), then ``marker`` (a line) on stderr; the run's own script follows.
-    The run starts after the marker is written (its stdin is not the tar: a background job's is /dev/null)."""
+    stdin unpacked at ``root`` (when that fails, the script exits with mkdir's or tar's status, its message on
+    stderr; tar's warnings on success are dropped, so nothing but the environment comes before the marker), the
+    container's environment printed on stderr (nothing when ``env`` cannot), then ``marker`` (a line) on stderr; the
+    run's own script follows. The run starts after the marker is written (its stdin is not the tar: a background
+    job's is /dev/null)."""
     rt = shlex.quote(root)
-    return (f"mkdir -p {rt} && tar -x -f - -C {rt} || exit; {{ env 2>/dev/null || true; }} >&2; "
+    return (f"mkdir -p {rt} || exit; e=$(tar -x -f - -C {rt} 2>&1 >/dev/null) || {{ rc=$?; printf '%s\\n' \"$e\" >&2; "
+            f"exit $rc; }}; {{ env 2>/dev/null || true; }} >&2; "
             f"printf '%s\\n' {shlex.quote(marker.rstrip(chr(10)))} >&2; ")
 
 
