@@ -326,3 +326,28 @@ def test_cached_guards_and_patterns_redact_as_freshly_derived_ones(tmp_path: Pat
     assert runs[0]["guarded"] == runs[0]["all"]
     assert runs[0]["rules"] > 30  # detect-secrets' plugins and ours
     assert "[REDACTED:" in runs[0]["guarded"][-2] and "[REDACTED:" in runs[0]["guarded"][-1]
+
+
+def test_short_plain_texts_told_clean_in_one_set_pass_hold_nothing_a_full_scan_finds() -> None:
+    """The one RE2 set pass over a short plain text (32: an item's unique times, names and paths, most of its
+    redaction's cost) never passes a text in which running every pattern finds a secret (planted kinds, near-misses,
+    the unguarded rules' formats, invisible characters), and passes an item's ordinary texts."""
+    import random
+
+    rng = random.Random(32)
+    pieces = [w.replace("\\n", "\n") for w, _ in SECRETS.values()] + [
+        "BEARER abcdefghijkl", "xOxB-1-abc", "AKIA", "hf_short", "Password: hunter22", "https:/u:p@h", "a:/b@c",
+        "-----END RSA PRIVATE KEY-----", "eyJhbGciOi.eyJzdWIi.c2ln", "MAX_TOKENS=1024", "sk_live_" + "a" * 24,
+        "1234567890:" + "A" * 35, "MTAx" + "a" * 20 + ".abcdef." + "b" * 27, "DbPassValue4242", "zero\u200bwidth",
+        "bell\x07here", "plain words here"]
+    r = Redactor(env={"DB_PASS": "DbPassValue4242"})
+    texts = pieces + [" ".join(rng.choice(pieces) for _ in range(rng.randint(1, 4))) for _ in range(400)]
+    passed = [text for text in texts if r._plain_clean(text)]
+    assert passed and len(passed) < len(texts)
+    for text in passed:
+        assert r.text(text, guard=False) == text, text
+    ordinary = ["2026-12-04T22:01:10.388987Z", "run-cpu-m11-d-b690b7-92d3d0", "benchcov-8f6755-10", "m11@1",
+                "pod/hetero-itemcpu-8f6755/run-cpu-m11-d-b690b7-92d3d0", "spread.matrix.yaml::cpu::py::m11@d::model",
+                "/tmp/hetero-92d3d08498-b690b7/code/m11/model.py"]
+    assert [t for t in ordinary if not r._plain_clean(t)] == []
+    assert not Redactor(extra=[("mine", "hetero")])._plain_clean(ordinary[1])  # a matrix's patterns: always scanned

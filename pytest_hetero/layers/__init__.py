@@ -1,14 +1,17 @@
 """The five layers. Each module exposes ``check(ctx)`` and writes its layer's verdict once for every
 engine; :data:`CHECKS` maps layer name → check, with an engine's account of an action it could not
 carry out (:class:`~pytest_hetero.backends.protocol.EngineFault`) turned into the layer's outcome
-in one place (:func:`outcome_of`)."""
+in one place (:func:`outcome_of`). A layer's module is imported when its check is first asked for: a run
+of some layers (``-k "startup or model"``) never imports the others (business's rules and truth gate,
+scheduling's queue and governance checks)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator, Mapping
 
 from pytest_hetero.backends.protocol import EngineFault, EngineUnavailable, Unsupported, UsageFacts
-from pytest_hetero.layers import business, discovery, execution, scheduling, startup, training, usage
+from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome, NotApplicable
 
 
@@ -41,13 +44,40 @@ def _judging(check: Callable[[LayerContext], None]) -> Callable[[LayerContext], 
 
 def _model(ctx: LayerContext) -> None:
     """The model run, or the check a task type brings (keyed ``check``: :mod:`.training`)."""
-    (training.check if "check" in ctx.planned.keys else execution.check)(ctx)
+    _check_of("training" if "check" in ctx.planned.keys else "execution")(ctx)
 
 
-CHECKS: dict[str, Callable[[LayerContext], None]] = {
-    "discovery": _judging(discovery.check),
-    "scheduling": _judging(scheduling.check),
-    "startup": _judging(startup.check),
-    "model": _judging(_model),
-    "business": _judging(business.check),
-}
+def _check_of(module: str) -> Callable[[LayerContext], None]:
+    """``check`` of the layer module ``pytest_hetero.layers.<module>``, imported now if it was not."""
+    check: Callable[[LayerContext], None] = importlib.import_module(f"{__name__}.{module}").check
+    return check
+
+
+_MODULES: dict[str, str] = {"discovery": "discovery", "scheduling": "scheduling", "startup": "startup",
+                            "business": "business"}
+"""Layer name → the module whose ``check`` judges it (the model layer: :func:`_model`)."""
+
+
+class _Checks(Mapping[str, Callable[[LayerContext], None]]):
+    """:data:`CHECKS`: each layer's judged check, its module imported on first use (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, Callable[[LayerContext], None]] = {}
+
+    def __getitem__(self, layer: str) -> Callable[[LayerContext], None]:
+        made = self._made.get(layer)
+        if made is None:
+            if layer != "model" and layer not in _MODULES:
+                raise KeyError(layer)
+            made = self._made[layer] = _judging(_model if layer == "model" else _check_of(_MODULES[layer]))
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("discovery", "scheduling", "startup", "model", "business"))
+
+    def __len__(self) -> int:
+        return 5
+
+
+CHECKS: Mapping[str, Callable[[LayerContext], None]] = _Checks()
+"""Layer name → its check, an engine's fault turned into the layer's outcome (:func:`outcome_of`)."""
