@@ -38,9 +38,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from support import matrix_text  # noqa: E402 - tests/ put on the path just above
 
+NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+"""Taints the node lifecycle controller keeps on a node until it has seen it Ready: a pod does not land there yet."""
+
 
 def make_nodes(core: client.CoreV1Api, tag: str, count: int) -> list[str]:
-    """``count`` KWOK CPU nodes labelled ``hetero-bench=<tag>`` (32 CPUs each); waits until Ready (60 s)."""
+    """``count`` KWOK CPU nodes labelled ``hetero-bench=<tag>`` (32 CPUs each); waits until each is Ready and the
+    node lifecycle controller has lifted its not-ready taint (60 s): a node still tainted takes no run, and the
+    gate's ``concurrency: free`` counted 36 of 60 new nodes."""
     names = [f"benchcov-{tag}-{i}" for i in range(count)]
     cap = {"cpu": "32", "memory": "128Gi", "pods": "110"}
     for n in names:
@@ -51,6 +56,7 @@ def make_nodes(core: client.CoreV1Api, tag: str, count: int) -> list[str]:
     while time.monotonic() < deadline:
         ready = sum(any(c.type == "Ready" and c.status == "True"
                         for c in (n.status.conditions if n.status else None) or [])
+                    and not any(t.key in NOT_READY_TAINTS for t in (n.spec.taints if n.spec else None) or [])
                     for n in core.list_node(label_selector=f"hetero-bench={tag}").items)
         if ready == count:
             return names
