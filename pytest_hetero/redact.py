@@ -478,7 +478,7 @@ def _invisible_found(text: str) -> bool:
 
 SHORT_TEXT = 256
 """Texts up to this many characters have their redaction remembered (per Redactor)."""
-SHORT_TEXTS_KEPT = 4096
+SHORT_TEXTS_KEPT = 1024
 """Texts remembered per Redactor before those not looked up since the last time are forgotten (so at most twice
 this many): the keys, kinds and node ids items repeat stay remembered, while each item's own times and paths,
 never looked up again, are not kept for the rest of the run (they were ~1.5 KB per item, held to the end)."""
