@@ -483,8 +483,10 @@ def _invisible_found(text: str) -> bool:
 
 SHORT_TEXT = 256
 """Texts up to this many characters have their redaction remembered (per Redactor)."""
-SHORT_TEXTS_KEPT = 65536
-"""Most remembered texts per Redactor (then forgotten all at once)."""
+SHORT_TEXTS_KEPT = 1024
+"""Texts remembered per Redactor before those not looked up since the last time are forgotten (so at most twice
+this many): the keys, kinds and node ids items repeat stay remembered, while each item's own times and paths,
+never looked up again, are not kept for the rest of the run (they were ~1.5 KB per item, held to the end)."""
 
 
 class Redactor:
@@ -528,6 +530,7 @@ class Redactor:
         self._screen: Any = None
         """One RE2 set of everything that makes a plain text worth scanning (:meth:`_plain_clean`); False when
         it could not be built (every text is then scanned)."""
+        self._older: dict[str, str] = {}
 
     def text(self, value: str, guard: bool = True) -> str:
         """Return ``value`` with every known secret replaced by ``[REDACTED:<kind>]``. ``guard=False``
@@ -540,12 +543,22 @@ class Redactor:
             known = self._seen.get(value)
             if known is not None:
                 return known
+            known = self._older.get(value)
+            if known is not None:  # still in use: kept when the older texts are forgotten
+                self._remember(value, known)
+                return known
         redacted = self._redact(value, guard)
         if short:
-            if len(self._seen) >= SHORT_TEXTS_KEPT:
-                self._seen.clear()
-            self._seen[value] = redacted
+            self._remember(value, redacted)
         return redacted
+
+    def _remember(self, value: str, redacted: str) -> None:
+        """Remember a short text's redaction; when :data:`SHORT_TEXTS_KEPT` are remembered, the texts not looked
+        up since the previous time are forgotten (two generations: the keys and kinds every item repeats stay, a
+        time or a path seen once goes)."""
+        if len(self._seen) >= SHORT_TEXTS_KEPT:
+            self._older, self._seen = self._seen, {}
+        self._seen[value] = redacted
 
     def found(self, value: str) -> bool:
         """True when ``value`` holds a secret :meth:`text` would replace."""

@@ -351,3 +351,35 @@ def test_short_plain_texts_told_clean_in_one_set_pass_hold_nothing_a_full_scan_f
                 "/tmp/hetero-92d3d08498-b690b7/code/m11/model.py"]
     assert [t for t in ordinary if not r._plain_clean(t)] == []
     assert not Redactor(extra=[("mine", "hetero")])._plain_clean(ordinary[1])  # a matrix's patterns: always scanned
+
+
+def test_texts_seen_once_are_not_remembered_for_the_whole_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32 (memory flat in items): the short texts a run redacts are remembered, but each item's own times
+    and paths are never looked up again; they were kept for the rest of the run (~1.5 KB per item). Now at most
+    2 × SHORT_TEXTS_KEPT texts are remembered, and a text every item repeats (a record's keys) is redacted once."""
+    import tracemalloc
+
+    from pytest_hetero import redact
+
+    redacted: list[str] = []  # each time the key is redacted (not looked up)
+    fresh = redact.Redactor._redact
+
+    def counted(self: Redactor, value: str, guard: bool) -> str:
+        if value == "started_at":
+            redacted.append(value)
+        return fresh(self, value, guard)
+
+    monkeypatch.setattr(redact.Redactor, "_redact", counted)
+    r = Redactor(env={})
+    r.text("warm up")  # the guard set is compiled on first use
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(30_000):  # 30,000 items, each with its own time and the same key
+            assert r.text(f"2026-12-04T22:23:{n:09d}Z") == f"2026-12-04T22:23:{n:09d}Z"
+            assert r.text("started_at") == "started_at"
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert redacted == ["started_at"]
+    assert held < 1_500_000, held  # before: the 30,000 times (~3.4 MB)

@@ -255,3 +255,32 @@ def test_record_data_reads_as_json_compact_where_short_and_indented_where_long()
     assert all(len(line) <= RECORD_LINE + 20 for line in lines)
     assert _record_text({"text": "a log\n"}) == "a log\n" and _record_text([1, "x"]) == '[1, "x"]'
     assert _record_text({}) == "{}"
+
+
+def test_indented_records_are_the_stdlib_text_and_leave_no_cycles_for_the_paused_collector() -> None:
+    """Issue 32 (memory flat in items): the standard library indents with nested functions that refer to each
+    other, a cycle per call; the finish pauses the cyclic collector, so each item shown in detail left ~13 KB
+    until the bundle was finished. The page's indented values are now the same text, and leave nothing."""
+    import gc
+    import json
+
+    from pytest_hetero.reporting.html import _indented, _record_text
+
+    value = {"metrics": {"accuracy": 0.92, "per_class": [{"label": n, "f1": n / 10, "ok": n % 2 == 0, "note": None}
+                                                         for n in range(10)]},
+             "ids": list(range(40)), "quoted": 'a "b" \\ é \u2028 \ud800', "empty": {}, "none": [], "big": 2 ** 70}
+    for shown in (value, value["metrics"], value["ids"], [value, [value]], {"": {"x": [[], [{}]]}}):
+        assert _indented(shown) == json.dumps(shown, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    for odd in ({"a": (1, 2)}, {3: "x", 1: [{None: 2}]}):  # not JSON data: the standard library's encoder
+        assert _indented(odd) == json.dumps(odd, indent=1, sort_keys=True, ensure_ascii=False)
+    with pytest.raises(ValueError, match="Out of range"):
+        _indented({"nan": [float("nan")]})
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(20):
+            _record_text({"outputs": value, "stdout": "x" * 200})
+        left = gc.collect()
+    finally:
+        gc.enable()
+    assert left == 0  # before: 620 (31 per record)

@@ -16,8 +16,10 @@ in evidence.json, which the manifest covers.
 from __future__ import annotations
 
 import json
+import json.encoder
+import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -89,13 +91,60 @@ def _environment() -> jinja2.Environment:
 RECORD_LINE = 100
 """A record's value whose compact JSON is longer than this many characters is shown indented."""
 _compact = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False, ensure_ascii=False).encode
-_indented = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False, ensure_ascii=False, indent=1).encode
+_stdlib_indented = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False, ensure_ascii=False, indent=1).encode
+
+
+class _NotPlain(Exception):
+    """A value :func:`_indented` leaves to the standard library's encoder (a tuple, a key that is not a string)."""
+
+
+def _indented(value: Any) -> str:
+    """``json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str)``, the same
+    text. The standard library indents with its pure-Python encoder, whose nested functions refer to each other:
+    every call left a cycle of them for the cyclic collector, which the finish pauses, so each item shown in
+    detail left ~13 KB until the bundle was finished. JSON data (string keys; dicts, lists and scalars, as the
+    evidence is read back) is indented here without them: containers by a plain recursion, every scalar by the C
+    encoder (:data:`_compact`); anything else by the standard library's encoder."""
+    try:
+        return _indent(value, 0)
+    except _NotPlain:
+        return _stdlib_indented(value)
+
+
+def _indent(value: Any, level: int) -> str:
+    """:func:`_indented` of ``value`` nested ``level`` deep (its lines after the first indented that much)."""
+    if type(value) is dict and value:
+        inner = "\n" + " " * (level + 1)
+        if not all(type(key) is str for key in value):
+            raise _NotPlain
+        return ("{" + ",".join(f"{inner}{_compact(key)}: {_indent(value[key], level + 1)}" for key in sorted(value))
+                + "\n" + " " * level + "}")
+    if type(value) is list and value:
+        inner = "\n" + " " * (level + 1)
+        return "[" + ",".join(inner + _indent(v, level + 1) for v in value) + "\n" + " " * level + "]"
+    kind = type(value)
+    if kind is str:
+        return _string(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    if kind in _CONSTANTS:
+        return _CONSTANTS[kind][value]
+    if isinstance(value, (dict, list, tuple)) and not (kind in (dict, list) and not value):
+        raise _NotPlain
+    return _compact(value)  # NaN or ±Infinity (refused), an empty container, another object (its str())
+
+
+_string: Callable[[str], str] = json.encoder.encode_basestring
+"""A string as the encoders write it with ``ensure_ascii=False`` (the C function both use)."""
+_CONSTANTS: dict[type, dict[Any, str]] = {bool: {True: "true", False: "false"}, type(None): {None: "null"}}
 
 
 def _value_text(value: Any) -> str:
     """One value of a record as JSON: compact (the C encoder) when it fits :data:`RECORD_LINE`, else a
-    nested mapping or list indented one space per level (the standard library's pure-Python encoder, only
-    for those), continuing the record's own indentation."""
+    nested mapping or list indented one space per level (:func:`_indented`), continuing the record's own
+    indentation."""
     text = _compact(value)
     if len(text) <= RECORD_LINE or not isinstance(value, (dict, list)):
         return text
