@@ -140,3 +140,44 @@ def test_devices_are_sampled_with_the_tool_only_those_allocated_or_say_why(tmp_p
     assert [d["id"] for d in usage["devices"]] == ["container"]
     assert (usage["device_sampling"]["available"], usage["device_sampling"]["unavailable"]) == (
         False, "nvidia-smi is not on PATH in the container")
+
+
+def test_a_run_killed_while_its_inputs_unpack_never_starts(tmp_path: Path) -> None:
+    """A run's own pod unpacks its inputs in the run's exec (:func:`~pytest_hetero.backends.kubernetes.run.
+    inputs_prelude`). When the gate gives up while they unpack (the model's timeout, a node turning NotReady, Ctrl-C)
+    it kills the run by ``.pid`` (:func:`~pytest_hetero.backends.kubernetes.run.kill_run`'s command); an exec outlives
+    the gate's giving up (KWOK's runs on the host and is fed its whole stdin even after the gate closed the
+    connection), so the run must not start once the unpacking ends: ``.pid`` names the exec's shell until the run
+    starts."""
+    import io
+    import tarfile
+
+    from pytest_hetero.backends.kubernetes.run import inputs_prelude, kill_run_script
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("datasets/d/data.csv")
+        info.size = 6
+        tar.addfile(info, io.BytesIO(b"row,1\n"))
+    ran, root, run_dir = tmp_path / "ran", tmp_path / "inputs", tmp_path / "inputs" / "runs" / "r"
+    script = inputs_prelude(str(root), "=== marker\n", str(run_dir)) + run_script(
+        ["/bin/sh", "-c", f"touch {ran}"], str(run_dir), str(tmp_path), {}, None)
+    proc = subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None
+    try:
+        data = buf.getvalue()
+        proc.stdin.write(data[:512])  # tar is unpacking: the rest has not come yet
+        proc.stdin.flush()
+        deadline = time.monotonic() + 10
+        while not (run_dir / ".pid").exists():
+            assert time.monotonic() < deadline, "no pid file while the inputs unpack"
+            time.sleep(0.05)
+        subprocess.run(kill_run_script(str(run_dir)), check=False)  # the gate gave up
+        proc.stdin.write(data[512:])  # the rest of the stdin still comes
+        proc.stdin.close()
+        proc.wait(10)
+        time.sleep(0.5)
+        assert not ran.exists(), "the run started after the gate killed it"
+    finally:
+        proc.kill()
+        proc.wait()

@@ -150,7 +150,7 @@ def run_model(
     marker = None
     if inputs is not None:
         marker = f"=== {uuid.uuid4().hex}\n"
-        script = inputs_prelude(inputs[0], marker) + script
+        script = inputs_prelude(inputs[0], marker, run_dir) + script
     try:
         done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop,
                              stdin=inputs[1] if inputs is not None else None,
@@ -163,15 +163,18 @@ def run_model(
     return done
 
 
-def inputs_prelude(root: str, marker: str) -> str:
-    """The start of a model run's script that unpacks its inputs first (:func:`run_model`'s ``inputs``): the tar on
-    stdin unpacked at ``root`` (when that fails, the script exits with mkdir's or tar's status, its message on
-    stderr; tar's warnings on success are dropped, so nothing but the environment comes before the marker), the
-    container's environment printed on stderr (nothing when ``env`` cannot), then ``marker`` (a line) on stderr; the
-    run's own script follows. The run starts after the marker is written (its stdin is not the tar: a background
-    job's is /dev/null)."""
-    rt = shlex.quote(root)
-    return (f"mkdir -p {rt} || exit; e=$(tar -x -f - -C {rt} 2>&1 >/dev/null) || {{ rc=$?; printf '%s\\n' \"$e\" >&2; "
+def inputs_prelude(root: str, marker: str, run_dir: str) -> str:
+    """The start of a model run's script that unpacks its inputs first (:func:`run_model`'s ``inputs``): the script's
+    own pid written to ``run_dir/.pid`` (until the run's replaces it: a :func:`kill_run` while the inputs unpack
+    kills the script, so the run never starts; an exec outlives the gate's giving up, and KWOK's is fed its whole
+    stdin after the gate closed the connection), the tar on stdin unpacked at ``root`` (when that fails, the script
+    exits with mkdir's or tar's status, its message on stderr; tar's warnings on success are dropped, so nothing but
+    the environment comes before the marker), the container's environment printed on stderr (nothing when ``env``
+    cannot), then ``marker`` (a line) on stderr; the run's own script follows. The run starts after the marker is
+    written (its stdin is not the tar: a background job's is /dev/null)."""
+    rt, rd = shlex.quote(root), shlex.quote(run_dir)
+    return (f"mkdir -p {rt} {rd} || exit; echo $$ > {rd}/.pid || exit; "
+            f"e=$(tar -x -f - -C {rt} 2>&1 >/dev/null) || {{ rc=$?; printf '%s\\n' \"$e\" >&2; "
             f"exit $rc; }}; {{ env 2>/dev/null || true; }} >&2; "
             f"printf '%s\\n' {shlex.quote(marker.rstrip(chr(10)))} >&2; ")
 
@@ -193,8 +196,13 @@ def run_script(argv: list[str], run_dir: str, workdir: str, env: dict[str, str],
 def kill_run(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, wait_s: float) -> bool:
     """``kill -9`` the run's process (pid file in ``run_dir``) by exec; True when the exec answered within
     ``wait_s`` seconds (:func:`kube_exec.try_run`: a NotReady node's kubelet may never answer)."""
-    argv = ["/bin/sh", "-c", f"kill -9 $(cat {shlex.quote(run_dir)}/.pid) 2>/dev/null"]
-    return kube_exec.try_run(core, namespace, pod, argv, wait_s)
+    return kube_exec.try_run(core, namespace, pod, kill_run_script(run_dir), wait_s)
+
+
+def kill_run_script(run_dir: str) -> list[str]:
+    """The argv :func:`kill_run` execs: ``kill -9`` of the pid in ``run_dir/.pid`` (the run's; while a run's own
+    inputs unpack, the exec's script's: :func:`inputs_prelude`)."""
+    return ["/bin/sh", "-c", f"kill -9 $(cat {shlex.quote(run_dir)}/.pid) 2>/dev/null"]
 
 
 MAX_OUTPUTS_BYTES = 64 * 1024 * 1024
