@@ -115,7 +115,8 @@ def plane_cpu(kubeconfig: str) -> dict[str, float]:
 def gate_round(folder: Path, matrix: Path, width: str, run_s: float, profile: str | None = None) -> dict[str, float]:
     """One gate process on ``matrix``: makespan, ideal, ratio, CPU per model item (ms), peak RSS (MiB), wall, width
     used; ``profile``: a py-spy raw profile of the gate written there (its CPU then counts py-spy's too). Raises
-    RuntimeError when a model item did not pass."""
+    RuntimeError when a model item did not pass for another reason than ``node_not_ready`` (a KWOK node whose
+    status the overloaded simulator stopped posting: counted, ``node_not_ready``), or more than 1 in 20 did so."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     spy = ["py-spy", "record", "--gil", "-r", "100", "-f", "raw", "-o", profile, "--"] if profile else []
     argv = [*spy, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "startup or model",
@@ -128,19 +129,22 @@ def gate_round(folder: Path, matrix: Path, width: str, run_s: float, profile: st
     [bundle] = sorted((folder / "reports").iterdir())
     ev = json.loads((bundle / "evidence.json").read_text())
     models = [i for i in ev["items"] if i["layer"] == "model"]
-    bad = [(i["nodeid"], i["status"], i["failure"]) for i in models if i["status"] != "passed"]
-    if bad or not models:
+    # a run whose KWOK node stopped posting its status (the simulator overloaded on this host) is counted, not fatal
+    lost = [i for i in models
+            if i["status"] != "passed" and (i.get("failure") or {}).get("category") == "node_not_ready"]
+    bad = [(i["nodeid"], i["status"], i["failure"]) for i in models if i["status"] != "passed" and i not in lost]
+    if bad or not models or len(lost) > len(models) // 20:
         raise RuntimeError(f"model items did not pass ({os.waitstatus_to_exitcode(status)}): {bad[:3]}\n"
                            f"{out.decode(errors='replace')[-3000:]}")
     runs: list[dict[str, Any]] = [r["data"]["spread"] for i in models for r in i["records"]
-                                  if r["kind"] == "model.run"]
+                                  if r["kind"] == "model.run" and "spread" in r["data"]]
     [plan] = [r["data"] for i in models for r in i["records"] if r["kind"] == "model.spread"]
     used = int(plan["concurrency"])
     makespan = max(float(s["deleted_at"]) for s in runs) - min(float(s["queued_at"]) for s in runs)
     ideal = math.ceil(len(runs) / used) * run_s
     return {"makespan_s": makespan, "ideal_s": ideal, "ratio": makespan / ideal, "width": used,
             "cpu_ms_per_item": (usage.ru_utime + usage.ru_stime) * 1000 / len(models), "wall_s": wall,
-            "peak_rss_mib": usage.ru_maxrss / 1024}
+            "peak_rss_mib": usage.ru_maxrss / 1024, "node_not_ready": len(lost)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             rounds.append(got)
             print(f"round {r + 1}: width {got['width']:.0f}, makespan {got['makespan_s']:.1f} s against the ideal "
                   f"{got['ideal_s']:.0f} s ({got['ratio']:.2f}x), gate CPU {got['cpu_ms_per_item']:.1f} ms per "
-                  f"model item, peak RSS {got['peak_rss_mib']:.0f} MiB, whole process {got['wall_s']:.1f} s; "
+                  f"model item, peak RSS {got['peak_rss_mib']:.0f} MiB, whole process {got['wall_s']:.1f} s, "
+                  f"{got['node_not_ready']:.0f} runs ended node_not_ready; "
                   f"the plane's CPU meanwhile {got['plane_cpu_s']:.1f} s ("
                   + ", ".join(f"{name} {cpu:.1f}" for name, cpu in plane.items()) + "; other work on the plane "
                   "counts too)", flush=True)
