@@ -12,6 +12,7 @@ import hashlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -31,8 +32,10 @@ class ExecServer:
     (channel, bytes) as binary frames, then a close frame, and closes the connection once the client's close
     frame came."""
 
-    def __init__(self, messages: list[tuple[int, bytes]], together: bool = False) -> None:
+    def __init__(self, messages: list[tuple[int, bytes]], together: bool = False,
+                 pauses: dict[int, float] | None = None) -> None:
         self.messages = messages
+        self.pauses = pauses or {}  # message index → seconds waited before it is sent
         self.together = together  # the answer and every message in one write (the client reads them in one read)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -53,8 +56,13 @@ class ExecServer:
             frames = [ABNF(1, 0, 0, 0, ABNF.OPCODE_BINARY, 0, bytes([channel]) + data).format()
                       for channel, data in self.messages]
             frames.append(ABNF(1, 0, 0, 0, ABNF.OPCODE_CLOSE, 0, b"\x03\xe8").format())
-            for part in [answer + b"".join(frames)] if self.together else [answer, *frames]:
-                conn.sendall(part)
+            if self.together:
+                conn.sendall(answer + b"".join(frames))
+            else:
+                conn.sendall(answer)
+                for n, frame in enumerate(frames):
+                    time.sleep(self.pauses.get(n, 0))
+                    conn.sendall(frame)
             conn.settimeout(5)
             try:
                 conn.recv(4096)  # the client's close frame: the connection then closes
@@ -71,12 +79,13 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def exec_over(messages: list[tuple[int, bytes]], together: bool = False, **kwargs: object) -> podexec.ExecOutcome:
+def exec_over(messages: list[tuple[int, bytes]], together: bool = False, pauses: dict[int, float] | None = None,
+              timeout_s: float = 10, **kwargs: object) -> podexec.ExecOutcome:
     """:func:`podexec.run` of ``cat`` against an :class:`ExecServer` sending ``messages`` (``together``: in the
-    handshake's answer's write)."""
-    server = ExecServer(messages, together)
+    handshake's answer's write; ``pauses``: seconds before message N)."""
+    server = ExecServer(messages, together, pauses)
     core = client.CoreV1Api(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{server.port}")))
-    done = podexec.run(core, "ns", "pod", "workload", ["cat", "/tmp/x"], 10, **kwargs)  # type: ignore[arg-type]
+    done = podexec.run(core, "ns", "pod", "workload", ["cat", "/tmp/x"], timeout_s, **kwargs)  # type: ignore[arg-type]
     server.thread.join(10)
     assert b"GET /api/v1/namespaces/ns/pods/pod/exec?container=workload&command=cat&command=/tmp/x&stdin=false" \
         in server.request
@@ -192,3 +201,19 @@ def test_the_handshake_answer_is_read_ahead_and_messages_behind_it_are_read_as_t
     apart = exec_over([(STDOUT, b"alone\n"), (ERROR, SUCCESS)])  # the answer and each message in writes of their own
     assert (apart.stdout, apart.exit_code) == ("alone\n", 0)
     assert len(reads) < 20, reads
+
+
+def test_a_run_after_its_prelude_has_its_own_timeout_and_duration() -> None:
+    """A run whose inputs are unpacked by its own exec first (:class:`podexec.Prelude`): what comes before the marker
+    (the unpacking) has a timeout of its own and takes none of the run's time. Here the marker comes 0.7 s after the
+    exec began and the run's answer 0.6 s after the marker, with a 1 s timeout: the run is not timed out, and its
+    duration is counted from the marker (it was the whole exec's, unpacking included: 1.3 s, timed out)."""
+    marker = b"=== 0123abcd\n"
+    done = exec_over([(STDERR, b"NVIDIA_VISIBLE_DEVICES=2\n" + marker), (STDOUT, b"ran\n"), (ERROR, SUCCESS)],
+                     pauses={0: 0.7, 1: 0.6}, timeout_s=1, prelude=marker)
+    assert (done.timed_out, done.exit_code, done.stdout, done.stderr) == (False, 0, "ran\n", "")
+    assert done.prelude == "NVIDIA_VISIBLE_DEVICES=2\n"
+    assert 0.55 <= done.duration_s < 1.0, done.duration_s
+    slow = exec_over([(STDERR, marker), (STDOUT, b"late\n"), (ERROR, SUCCESS)], pauses={1: 1.5}, timeout_s=1,
+                     prelude=marker)  # the run itself over its timeout: timed out as before
+    assert (slow.timed_out, slow.exit_code) == (True, None)

@@ -125,6 +125,8 @@ class Prelude:
         self.rest = rest
         self.kept = bytearray()
         self.seen = False
+        self.seen_at = 0.0
+        """``time.perf_counter()`` when the marker was read (0 before)."""
         self.given_up = False
 
     def add(self, data: bytes) -> None:
@@ -135,7 +137,7 @@ class Prelude:
         self.kept += data
         at = self.kept.find(self.marker)
         if at >= 0:
-            self.seen = True
+            self.seen, self.seen_at = True, time.perf_counter()
             after = bytes(self.kept[at + len(self.marker):])
             del self.kept[at:]
             self.rest.add(after)
@@ -395,7 +397,9 @@ def run(
     ``stdout_bytes``, when no more than ``stdout_cap`` came (its text, ``stdout``, is then left empty: a 64 MiB
     outputs file is not held a second time as text); when more came, ``stdout_bytes`` is None and ``stdout`` the
     kept head and tail as text, as without it. With ``prelude`` (a marker line), stderr is split there
-    (:class:`Prelude`): the outcome's ``prelude`` is what came before it, its ``stderr`` what came after.
+    (:class:`Prelude`): the outcome's ``prelude`` is what came before it, its ``stderr`` what came after; what
+    comes before the marker has ``timeout_s`` of its own, and the run after it ``timeout_s`` from the marker's
+    arrival, its ``duration_s`` counted from there (a run's own inputs unpacked first take none of its time).
 
     Raises ApiException when the apiserver refuses the exec (403 without ``create pods/exec``,
     400 when the container is not running) and websocket errors when the connection fails.
@@ -411,6 +415,7 @@ def run(
         deadline = start + timeout_s
         tick = 1.0 if stop is None else 0.5
         abandoned = False
+        waiting = split is not None  # for the marker: the run's own time starts when it comes
         while ws.open:
             left = deadline - time.perf_counter()
             if left <= 0:
@@ -422,7 +427,13 @@ def run(
                 ws.pump(min(left, tick), out, errs)
             except WebSocketConnectionClosedException:
                 break  # the server closed between the check and the read
+            if waiting and split is not None and split.seen:
+                waiting = False
+                start = split.seen_at
+                deadline = start + timeout_s
         ws.pump(0, out, errs)
+        if waiting and split is not None and split.seen:
+            start = split.seen_at
         if split is not None:
             split.end()
         status = ws.status
