@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pytest_hetero.backends.protocol import EngineFault, EngineUnavailable, Unsupported, UsageFacts
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome, NotApplicable
+from pytest_hetero.vocab import LAYERS
 
 
 def outcome_of(fault: EngineFault) -> LayerOutcome:
@@ -53,11 +54,6 @@ def _check_of(module: str) -> Callable[[LayerContext], None]:
     return check
 
 
-_MODULES: dict[str, str] = {"discovery": "discovery", "scheduling": "scheduling", "startup": "startup",
-                            "business": "business"}
-"""Layer name → the module whose ``check`` judges it (the model layer: :func:`_model`)."""
-
-
 class _Checks(Mapping[str, Callable[[LayerContext], None]]):
     """:data:`CHECKS`: each layer's judged check, its module imported on first use (see the module docstring)."""
 
@@ -67,16 +63,17 @@ class _Checks(Mapping[str, Callable[[LayerContext], None]]):
     def __getitem__(self, layer: str) -> Callable[[LayerContext], None]:
         made = self._made.get(layer)
         if made is None:
-            if layer != "model" and layer not in _MODULES:
+            if layer not in LAYERS:
                 raise KeyError(layer)
-            made = self._made[layer] = _judging(_model if layer == "model" else _check_of(_MODULES[layer]))
+            # each layer's module is named after it; the model layer's check is chosen per item (:func:`_model`)
+            made = self._made[layer] = _judging(_model if layer == "model" else _check_of(layer))
         return made
 
     def __iter__(self) -> Iterator[str]:
-        return iter(("discovery", "scheduling", "startup", "model", "business"))
+        return iter(LAYERS)
 
     def __len__(self) -> int:
-        return 5
+        return len(LAYERS)
 
 
 CHECKS: Mapping[str, Callable[[LayerContext], None]] = _Checks()
