@@ -471,6 +471,13 @@ def reader_view(text: str) -> tuple[str, list[_Stage]]:
 _INVISIBLE_RE2: Any = None
 
 
+def _needle_pattern(needle: str) -> bytes:
+    """The RE2 pattern of a guard literal, matched case-insensitively: the same in :meth:`Redactor._present`'s set and
+    in the pre-screen's (:meth:`Redactor._screen_set`), so a text the screen passes holds no guard literal the scan
+    would find."""
+    return b"(?i)" + re.escape(needle).encode("utf-8")
+
+
 def _invisible_found(text: str) -> bool:
     """Whether ``text`` holds an :data:`INVISIBLE` character (one RE2 pass)."""
     global _INVISIBLE_RE2
@@ -651,16 +658,16 @@ class Redactor:
         return screen is not False and not screen.Match(value.encode("ascii"))
 
     def _screen_set(self) -> Any:
-        """The RE2 set :meth:`_plain_clean` matches: the :data:`INVISIBLE` class, each guard literal (as
-        :meth:`_present` adds it) and each unguarded rule's pattern (as :class:`_Linear` compiles it, same
-        options); False when a rule cannot be compiled or the set cannot be built."""
+        """The RE2 set :meth:`_plain_clean` matches: the :data:`INVISIBLE` class, each guard literal
+        (:func:`_needle_pattern`, as :meth:`_present` adds it) and each unguarded rule's pattern (as :class:`_Linear`
+        compiles it, same options); False when a rule cannot be compiled or the set cannot be built."""
         import re2
 
         try:
             screen = re2.Set.SearchSet(_re2_options())
             screen.Add(f"[{INVISIBLE}]".encode())
             for needle in self._needles:
-                screen.Add(b"(?i)" + re.escape(needle).encode("utf-8"))
+                screen.Add(_needle_pattern(needle))
             for _, rule in self._unguarded:
                 if rule.rx is None:  # never run by the scan either
                     continue
@@ -679,7 +686,7 @@ class Redactor:
 
             self._needle_set = re2.Set.SearchSet(_re2_options())
             for needle in self._needles:
-                self._needle_set.Add(b"(?i)" + re.escape(needle).encode("utf-8"))
+                self._needle_set.Add(_needle_pattern(needle))
             self._needle_set.Compile()
         return {self._needles[i] for i in self._needle_set.Match(value) or ()}
 
