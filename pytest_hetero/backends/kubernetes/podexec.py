@@ -142,9 +142,7 @@ class Prelude:
             del self.kept[at:]
             self.rest.add(after)
         elif len(self.kept) > PRELUDE_BYTES:
-            self.given_up = True
-            self.rest.add(bytes(self.kept))
-            self.kept.clear()
+            self._give_up()
 
     def text(self) -> str | None:
         """The prelude as text (UTF-8, invalid bytes replaced), None when the marker did not come."""
@@ -153,9 +151,13 @@ class Prelude:
     def end(self) -> None:
         """The stream ended: when the marker never came, what was kept is the command's stderr (``rest``)."""
         if not (self.seen or self.given_up):
-            self.given_up = True
-            self.rest.add(bytes(self.kept))
-            self.kept.clear()
+            self._give_up()
+
+    def _give_up(self) -> None:
+        """No marker: what was kept is the command's stderr, and so is all that comes after."""
+        self.given_up = True
+        self.rest.add(bytes(self.kept))
+        self.kept.clear()
 
 
 PRELUDE_BYTES = 1024 * 1024

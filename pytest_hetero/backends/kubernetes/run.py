@@ -110,10 +110,14 @@ def copy_inputs(core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix
         stdin=input_tar(matrix),
     )
     if done.exit_code != 0:
-        raise ActionFailed(
-            f"copying model/dataset inputs into {pod}:{root} failed (exit {done.exit_code}): "
-            f"{done.stderr.strip()[-300:] or done.status[-300:]}",
-            "inputs_copy_failed")
+        raise copy_failed(pod, root, f"exit {done.exit_code}", done)
+
+
+def copy_failed(pod: str, root: str, how: str, done: kube_exec.ExecOutcome) -> ActionFailed:
+    """ActionFailed ``inputs_copy_failed`` (platform): the inputs were not unpacked at ``root`` in ``pod`` (``how``:
+    ``exit N``, ``timed out``), with the tail of the exec's stderr, else of its Status."""
+    return ActionFailed(f"copying model/dataset inputs into {pod}:{root} failed ({how}): "
+                        f"{done.stderr.strip()[-300:] or done.status[-300:]}", "inputs_copy_failed")
 
 
 def run_model(
@@ -498,10 +502,7 @@ def _run_watched(
         done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
     else:
         if inputs is not None and done.prelude is None and (done.status or done.timed_out) and not done.abandoned:
-            raise ActionFailed(
-                f"copying model/dataset inputs into {pod}:{inputs[0]} failed "
-                f"({'timed out' if done.timed_out else f'exit {done.exit_code}'}): "
-                f"{done.stderr.strip()[-300:] or done.status[-300:]}", "inputs_copy_failed")
+            raise copy_failed(pod, inputs[0], "timed out" if done.timed_out else f"exit {done.exit_code}", done)
         if watch is not None and (broken_stream(done)
                                   or not exit_confirmed(session.core, session.namespace, pod, run_dir, done, dumped,
                                                                 readback)):
