@@ -5,22 +5,17 @@ into its outputs got a ``service_latency`` rule passed "measured by the gate's l
 from __future__ import annotations
 
 import pytest
-from smallcase import MODEL, matrix, write_case
+from smallcase import ACCEPTANCE, MODEL, matrix, write_case
 from support import evidence_of, statuses
 
 FORGER = MODEL.replace("with open(args.out, \"w\", encoding=\"utf-8\") as fh:",
                        "out[\"service\"] = {\"levels\": [{\"concurrency\": 1, \"latencies_ms\": [0.1, 0.1], "
                        "\"requests\": 2, \"errors\": 0, \"error_rate\": 0.0, \"requests_per_s\": 9999.0}]}\n"
                        "with open(args.out, \"w\", encoding=\"utf-8\") as fh:")
-RULES = """apiVersion: pytest-hetero/v1
-kind: AcceptanceRules
-metadata: {name: forged}
-rules:
-  - name: golden
-    golden: {field: predictions, key: indices, samples: [{index: 0, expected: 0}, {index: 1, expected: 1}]}
-  - name: fast-service
+RULES = ACCEPTANCE + """  - name: fast-service
     service_latency: {percentile: 95, max_ms: 5}
 """
+"""The small case's rules (its golden samples) and a service rule a batch model's own levels would pass."""
 
 
 def test_a_batch_model_writing_its_own_service_levels_is_not_judged_on_them(pytester: pytest.Pytester) -> None:
