@@ -315,3 +315,24 @@ def test_a_node_discovery_failed_on_that_nothing_ran_on_is_withdrawn_not_left_as
     got = {e["node"]: (e["labels"][key], e["conditions"][0]["status"]) for e in plan}
     assert got == {"n1": ("business", "True"), "n4": (None, "False")}
     assert [e["node"] for e in left_as_is([pool], plan)] == ["n2", "n3"]
+
+
+def test_a_node_that_joined_after_discovery_is_not_proven_by_discovery(tmp_path: Path) -> None:
+    """n5 joined the pool after discovery listed it (an autoscaler, a node back from repair): the node-coverage item
+    lists the pool again and exercises it, but discovery never read it (its conditions, allocatable against capacity,
+    labels). Its discovery is ``not_run``, so its level is ``none`` and ``hetero publish`` sets no level label on it,
+    whatever ran there; before, it took the pool's discovery pass and was published at ``startup``."""
+    late = [*POOL, "n5"]
+    nodes = [rec("startup.coverage", coverage="every", pool=late, schedulable=late, chosen=late, not_exercised=[])]
+    for n in late:
+        nodes += [rec("scheduling.placed", node=n, pod=f"p-{n}"),
+                  rec("startup.node", node=n, outcome="passed", proven=["scheduling", "startup"])]
+    items = [*run_items(False), item("startup", "passed", *nodes, coverage="every")]
+    [pool] = pool_status(matrix(tmp_path, "every"), items, "2026-12-02T10:00:00Z")
+    assert levels(pool) == {"n1": "business", "n2": "startup", "n3": "startup", "n4": "startup", "n5": "none"}
+    n5 = pool["node_status"][4]["task_types"]["batch-inference"]["layers"]
+    assert (n5["discovery"], n5["startup"]) == ("not_run", "passed")
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))
+    key = f"validation.{pool['domain']}/batch-inference"
+    assert {e["node"]: e["labels"][key] for e in plan}["n5"] is None
+
