@@ -336,3 +336,22 @@ def test_a_node_that_joined_after_discovery_is_not_proven_by_discovery(tmp_path:
     key = f"validation.{pool['domain']}/batch-inference"
     assert {e["node"]: e["labels"][key] for e in plan}["n5"] is None
 
+
+def test_each_pinned_workload_gets_an_inputs_folder_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node coverage starts one pinned pod per node and checks them concurrently; each smoke run copies the inputs into
+    its pod. On a KWOK node every pod's exec runs on the one KWOK host, so pods sharing the run's folder
+    ``/tmp/hetero-<owner>`` (the shared workload's) untarred into the same host folder at once: ``tar: … Cannot open:
+    File exists``, a node failed ``inputs_copy_failed`` with nothing wrong on it (seen on the KWOK plane, 1 node of 3).
+    Each pinned workload now has a root of its own (removed at close, as every workload's inputs are)."""
+    import threading
+    from types import SimpleNamespace
+
+    from pytest_hetero.backends.kubernetes import submit
+
+    monkeypatch.setattr(submit, "create", lambda session, matrix, res, img, workload: workload)
+    session = SimpleNamespace(lock=threading.Lock(), workloads={}, owner="0123456789ab", submit_as="pod")
+    shared = submit.submit(session, None, "cpu", "py")  # type: ignore[arg-type]  # what submit reads of a session
+    pinned = [submit.submit(session, None, "cpu", "py", n) for n in ("n1", "n2")]  # type: ignore[arg-type]
+    roots = [w.root or "/tmp/hetero-0123456789ab" for w in (shared, *pinned)]  # run.execute's default
+    assert shared.root is None and len(set(roots)) == 3
+    assert all(r.startswith("/tmp/hetero-0123456789ab-") for r in roots[1:])

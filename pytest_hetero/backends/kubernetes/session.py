@@ -45,7 +45,8 @@ class WorkloadRecord:
     None when it was created), the ``node`` it is pinned to (None: not pinned); ``created`` (set once the create
     call answered), the manifest ``body`` and ``submitted_at`` (epoch s) once submitted (None before); then what
     the layers learn (None until they do): its ``pod``, ``node_lost``, ``released`` (epoch s), ``oom_kills`` seen
-    (0), the ``inputs`` folder copied into it and the ``root`` folder of a model run's pod, and that pod's
+    (0), the ``inputs`` folder copied into it and the ``root`` folder of a model run's pod or of a pod pinned to a
+    node (None: ``/tmp/hetero-<owner>``, the shared workload's), and that pod's
     container environment (``env``, as ``env`` printed it when its inputs were copied)."""
 
     probe: str
