@@ -91,3 +91,46 @@ def test_ctrl_c_while_the_model_runs_interrupts_the_run_and_deletes_the_workload
     while _on_this_host(token) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _on_this_host(token) == []
+
+
+def test_ctrl_c_while_per_run_pods_run_kills_their_runs_and_ends_at_once(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, cluster: Cluster, run_id: str
+) -> None:
+    """``model_runs: per-run``: the runs go in helper threads, each in a Pod of its own. On KWOK a run's exec outlives
+    its Pod (it runs on this host), and the threads waited on their execs: after Ctrl-C the gate wrote its bundle,
+    deleted the Pods, then hung at exit until every run in flight had ended by itself (a 120 s model: ~120 s), the
+    models running meanwhile. Now stopping the runs kills each run's process before its Pod is deleted, and the gate
+    ends within seconds with nothing left running."""
+    token = f"hetero-kube-intr-per-run-{run_id}"
+    doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace,
+                                 [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu",
+                                   "model_runs": "per-run", "concurrency": 2}]))
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", f"import time; time.sleep(120)  # {token}"]
+    doc["spec"]["datasets"] = [dict(doc["spec"]["datasets"][0], name=f"digits-{i}") for i in range(2)]
+    (tmp_path / "k.matrix.yaml").write_text(json.dumps(doc))
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONUNBUFFERED": "1",
+           "HETERO_ALLOW_PATHS": outside_paths(tmp_path_factory)}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                             "k.matrix.yaml", "--hetero-run-id", run_id, "--rootdir", str(tmp_path)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env, preexec_fn=ctrl_c_reaches)
+    try:
+        deadline = time.monotonic() + 120
+        while len(set(_on_this_host(token))) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _on_this_host(token), "the model runs never started"
+        time.sleep(1)
+        os.killpg(proc.pid, signal.SIGINT)
+        interrupted = time.monotonic()
+        out, _ = proc.communicate(timeout=150)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 2, out[-3000:]
+    assert took < 45, f"the gate took {took:.0f} s to end after Ctrl-C: {out[-2000:]}"
+    assert _on_this_host(token) == [], "a model run still runs on the KWOK host after the gate ended"
+    assert _workload_pods(cluster, run_id) == []
+    ev = json.loads((tmp_path / "reports" / run_id / "evidence.json").read_text())
+    assert ev["run"]["interrupted"] is True

@@ -129,7 +129,7 @@ def run_model(
     workdir: str,
     env: dict[str, str],
     timeout_s: float,
-    stop: threading.Event | None = None,
+    stop: kube_exec.Stop | None = None,
     python: str | None = None,
     devices: str = "-",
     inputs: tuple[str, bytes] | None = None,
@@ -277,6 +277,18 @@ INLINE_OUTPUTS_BYTES = 1024 * 1024
 exec of its own (:func:`read_outputs`, 60 s), as every outputs file was before."""
 
 
+@dataclass(frozen=True)
+class AnyOf:
+    """Set when any of ``events`` is: a run's stop (:func:`run_model`) when its node turns NotReady or the gate stops
+    its runs."""
+
+    events: tuple[threading.Event, ...]
+
+    def is_set(self) -> bool:
+        """Whether one of the events is set."""
+        return any(e.is_set() for e in self.events)
+
+
 @dataclass
 class Readback:
     """What the exit-status check (:func:`exit_confirmed`) also reads in its exec, so a run takes one exec less: the
@@ -291,11 +303,13 @@ class Readback:
 
 
 def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None,
-            isolation: Isolation | None = None) -> ExecResult:
+            isolation: Isolation | None = None, halt: threading.Event | None = None) -> ExecResult:
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
     exec the rendered entrypoint with the layer timeout (seconds), read the outputs file. ``given``: a started
     workload record of the caller's to run in instead (a model run's own pod, :mod:`.spread`), whose
-    ``isolation`` then replaces the shared pod's (its ``root``, when set, is where the inputs go).
+    ``isolation`` then replaces the shared pod's (its ``root``, when set, is where the inputs go). ``halt``: set when
+    the gate stops (a run in a helper thread, which Ctrl-C does not reach): the run's process is killed at once and
+    the run ends with ActionFailed ``harness``.
 
     The pod's node is checked first and watched during the run (:mod:`.nodes`): a run whose node
     turns NotReady is abandoned at once; its result then carries ``failure`` (status ``error``,
@@ -332,7 +346,7 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
                         root if given is not None and simulated and workload.inputs == root else None)
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
                                  {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"],
-                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped, readback, inputs)
+                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped, readback, inputs, halt)
     if inputs is not None:
         workload.env = done.prelude or ""
     if readback.removed:
@@ -482,18 +496,21 @@ def _run_watched(
     workdir: str, env: dict[str, str], python: str | None = None, devices: str = "-",
     dumped: dict[str, str] | None = None, readback: Readback | None = None,
     inputs: tuple[str, bytes] | None = None,
+    halt: threading.Event | None = None,
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
     """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
     outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict. ``dumped`` receives
     the wrapper's evidence files and ``readback`` the outputs when the exit-status check read them
     (:func:`exit_confirmed`); ``inputs``: unpacked by the same exec first (:func:`run_model`). Raises ActionFailed
-    ``inputs_copy_failed`` when they were not unpacked (the exec ended, or timed out, before the run began)."""
+    ``inputs_copy_failed`` when they were not unpacked (the exec ended, or timed out, before the run began), and
+    ActionFailed ``harness`` when ``halt`` was set during the run (the gate stopped; the run's process killed)."""
     pod = workload.started_pod()
     watch = session.node_watch().watch(node) if node else None
     started_at, started = utc_now(), time.perf_counter()
+    stop = AnyOf(tuple(e for e in (watch.turned if watch else None, halt) if e is not None))
     try:
         done = run_model(session.core, session.namespace, pod, argv, run_dir, workdir, env, ctx.timeout_s,
-                         stop=watch.turned if watch else None, python=python, devices=devices, inputs=inputs)
+                         stop=stop if stop.events else None, python=python, devices=devices, inputs=inputs)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
@@ -518,6 +535,11 @@ def _run_watched(
     finally:
         if watch is not None:
             watch.stop()
+    if done.abandoned and halt is not None and halt.is_set():
+        # the gate stopped: an exec can outlive its pod (KWOK runs it on the host), so the process is killed before
+        # the pod is deleted, and the thread waiting on it ends now rather than when the model ends by itself
+        kill_run(session.core, session.namespace, pod, run_dir, 5)
+        raise ActionFailed(f"the gate stopped while the model ran in pod {pod}: its process was killed", "harness")
     if not (done.abandoned and watch is not None):
         return done, None
     killed = kill_run(session.core, session.namespace, pod, run_dir, 5)
