@@ -134,3 +134,45 @@ def test_ctrl_c_while_per_run_pods_run_kills_their_runs_and_ends_at_once(
     assert _workload_pods(cluster, run_id) == []
     ev = json.loads((tmp_path / "reports" / run_id / "evidence.json").read_text())
     assert ev["run"]["interrupted"] is True
+
+
+def test_ctrl_c_while_node_coverage_smoke_runs_kills_them_and_ends_at_once(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, cluster: Cluster, run_id: str
+) -> None:
+    """``coverage: every``: each node's smoke model run goes in a helper thread of the node-coverage item. After
+    Ctrl-C the item waited for every thread (its executor's exit), i.e. for every smoke run to end by itself or by
+    its timeout (the startup layer's: 150 s here), the models running meanwhile, on a kubelet's pods as on the KWOK
+    host. Now the item stops waiting, and the engine's close kills every run still in flight before it deletes the
+    pods: the gate ends within seconds with nothing left running."""
+    token = f"hetero-kube-intr-cover-{run_id}"
+    doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace,
+                                 [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu",
+                                   "coverage": "every"}],
+                                 layers={"discovery": {"timeout": "20s"}, "scheduling": {"timeout": "20s"},
+                                         "startup": {"timeout": "150s"}, "model": {"timeout": "150s"}}))
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", f"import time; time.sleep(120)  # {token}"]
+    (tmp_path / "k.matrix.yaml").write_text(json.dumps(doc))
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONUNBUFFERED": "1",
+           "HETERO_ALLOW_PATHS": outside_paths(tmp_path_factory)}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                             "k.matrix.yaml", "--hetero-run-id", run_id, "--rootdir", str(tmp_path)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env, preexec_fn=ctrl_c_reaches)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_on_this_host(token)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _on_this_host(token), "the smoke runs never started"
+        time.sleep(1)
+        os.killpg(proc.pid, signal.SIGINT)
+        interrupted = time.monotonic()
+        out, _ = proc.communicate(timeout=200)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 2, out[-3000:]
+    assert took < 45, f"the gate took {took:.0f} s to end after Ctrl-C: {out[-2000:]}"
+    assert _on_this_host(token) == [], "a smoke run still runs on the KWOK host after the gate ended"
+    assert _workload_pods(cluster, run_id) == []

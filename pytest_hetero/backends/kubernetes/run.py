@@ -17,6 +17,7 @@ import tarfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict
@@ -201,6 +202,20 @@ def kill_run(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, wai
     """``kill -9`` the run's process (pid file in ``run_dir``) by exec; True when the exec answered within
     ``wait_s`` seconds (:func:`kube_exec.try_run`: a NotReady node's kubelet may never answer)."""
     return kube_exec.try_run(core, namespace, pod, kill_run_script(run_dir), wait_s)
+
+
+def kill_running(session: KubeSession, wait_s: float = 5.0) -> None:
+    """Kill every model run whose exec is still in flight (``session.running``: those of helper threads, a node's
+    smoke run or a per-run Pod's, which a Ctrl-C does not reach), each by :func:`kill_run` in a thread of its own, at
+    most ``wait_s`` seconds each. The engine's close calls it before it deletes the pods: an exec can outlive its pod
+    (KWOK runs it on the host), and a thread waiting on it would hold the gate's exit until the model ended."""
+    with session.lock:
+        running = list(session.running.items())
+    if not running:
+        return
+    with ThreadPoolExecutor(min(16, len(running)), thread_name_prefix="hetero-kill") as pool:
+        for run_dir, pod in running:
+            pool.submit(kill_run, session.core, session.namespace, pod, run_dir, wait_s)
 
 
 def kill_run_script(run_dir: str) -> list[str]:
@@ -508,6 +523,8 @@ def _run_watched(
     watch = session.node_watch().watch(node) if node else None
     started_at, started = utc_now(), time.perf_counter()
     stop = AnyOf(tuple(e for e in (watch.turned if watch else None, halt) if e is not None))
+    with session.lock:
+        session.running[run_dir] = pod  # killed at close if still in flight (a helper thread's run: kill_running)
     try:
         done = run_model(session.core, session.namespace, pod, argv, run_dir, workdir, env, ctx.timeout_s,
                          stop=stop if stop.events else None, python=python, devices=devices, inputs=inputs)
@@ -533,6 +550,8 @@ def _run_watched(
                     f"{done.duration_s:.1f} s without an exit status the pod confirms, and the node stayed Ready for "
                     f"{NODE_VERDICT_WAIT_S:g} s: the apiserver lost the kubelet's stream", "exec_stream_lost")
     finally:
+        with session.lock:
+            session.running.pop(run_dir, None)
         if watch is not None:
             watch.stop()
     if done.abandoned and halt is not None and halt.is_set():

@@ -157,6 +157,8 @@ class KubeSession:
         self.digests: dict[str, str] = {}
         self.restarts: dict[str, int] = {}
         """Pod name → its containers' restart count when startup saw it running (:func:`.startup.stopped`)."""
+        self.running: dict[str, str] = {}
+        """Model runs whose exec is in flight, run folder → pod (:func:`.run.kill_running` kills them at close)."""
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max(1, settings.parallel), thread_name_prefix="hetero-kube")
         self.prefetched: set[str] = set()
