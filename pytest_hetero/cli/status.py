@@ -72,6 +72,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     except (HeteroError, ValueError) as exc:
         print(exc.render() if isinstance(exc, HeteroError) else f"bad --now: {exc}", file=sys.stderr)
         return 2
+    for gone in (d["node"] for d in done if d.get("gone")):
+        print(f"node {gone} no longer exists (deleted since the run): nothing written on it", file=sys.stderr)
     out: dict[str, Any] = {"plan": plan, "applied": done, "dry_run": args.dry_run}
     if not args.expire:
         out["not_exercised"] = untouched  # unvalidated by this bundle: left as they are
