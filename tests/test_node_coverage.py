@@ -355,3 +355,15 @@ def test_each_pinned_workload_gets_an_inputs_folder_of_its_own(monkeypatch: pyte
     roots = [w.root or "/tmp/hetero-0123456789ab" for w in (shared, *pinned)]  # run.execute's default
     assert shared.root is None and len(set(roots)) == 3
     assert all(r.startswith("/tmp/hetero-0123456789ab-") for r in roots[1:])
+
+
+def test_nodes_a_coverage_item_never_chose_say_it_did_not_run(tmp_path: Path) -> None:
+    """``coverage: every`` whose node-coverage item did not run (deselected with ``-k``, blocked by a failed
+    scheduling item, or failed before it chose its nodes): the pool's other nodes were listed as ``not exercised:
+    coverage every ran the pool's workload on n1 only``, as if every node had been asked for and only n1 had run.
+    The reason now says that the node-coverage item chose no node."""
+    [pool] = pool_status(matrix(tmp_path, "every"), run_items(False), "2026-12-02T10:00:00Z")
+    reasons = {u["node"]: u["reason"] for u in pool["unvalidated"]}
+    assert reasons == dict.fromkeys(["n2", "n3", "n4"], "not exercised: the node-coverage item (coverage every) "
+                                    "chose no node (not run, blocked, or stopped before choosing); the pool's "
+                                    "workload ran on n1 only")

@@ -147,6 +147,8 @@ class _NodeFacts:
         """Node → the categories discovery failed on it with, when it failed on some nodes only (``discovery.nodes``:
         the other nodes' discovery passed)."""
         self.discovery_passed: set[str] = set()
+        self.chose = False
+        """Whether a node-coverage item of the pool chose its nodes (a ``startup.coverage`` record)."""
         self.listed: set[str] | None = None
         """The nodes a discovery snapshot of the pool listed (None: no snapshot listed nodes). A node exercised later
         that it does not hold (one that joined the pool after discovery read it) was never read by discovery."""
@@ -209,6 +211,7 @@ class _NodeFacts:
                 self.facts.setdefault(ran, {}).setdefault(node, set()).add(status)
                 self.claims.setdefault(ran, set()).add(status)
         elif (coverage := data_of(record, COVERAGE)) is not None:
+            self.chose = True
             for entry in coverage["not_exercised"]:
                 self.reasons.setdefault(str(entry["node"]), str(entry["reason"]))
 
@@ -261,6 +264,10 @@ def _unvalidated(items: Sequence[ItemDict], facts: _NodeFacts, coverage: str) ->
     ran = ", ".join(facts.exercised) or "no node"
     default = (f"not exercised: coverage {coverage} ran the pool's workload on {ran} only" if facts.exercised else
                "not exercised: no workload of the pool ran (see its failed or blocked items)")
+    if coverage != "one" and not facts.chose:  # node-level coverage, but its item never chose (deselected, blocked)
+        default = (f"not exercised: the node-coverage item (coverage {coverage}) chose no node (not run, blocked, or "
+                   "stopped before choosing); " + (f"the pool's workload ran on {ran} only" if facts.exercised else
+                                                   "no workload of the pool ran"))
     return [{"node": n, "status": "unvalidated", "reason": facts.reasons.get(n, default)}
             for n in listed if n not in facts.order]
 
