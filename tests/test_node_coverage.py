@@ -367,3 +367,22 @@ def test_nodes_a_coverage_item_never_chose_say_it_did_not_run(tmp_path: Path) ->
     assert reasons == dict.fromkeys(["n2", "n3", "n4"], "not exercised: the node-coverage item (coverage every) "
                                     "chose no node (not run, blocked, or stopped before choosing); the pool's "
                                     "workload ran on n1 only")
+
+
+def test_catalog_says_a_kubernetes_pool_that_exercised_no_node_exercised_none(tmp_path: Path) -> None:
+    """A Kubernetes pool whose discovery failed pool-wide (coverage one, a cordoned node) ran nothing: no node was
+    exercised, its listed nodes are unvalidated. The catalogue's nodes column read ``this host`` (the words for an
+    engine without nodes, the local host), as if the pool were this machine; it now reads ``none exercised``."""
+    from pytest_hetero.evidence.views import BundleStatus
+    from pytest_hetero.reporting.catalog import catalog_rows, catalog_text
+
+    items = [item("discovery", "failed", rec("discovery.snapshot", nodes=[{"name": n} for n in POOL])),
+             item("scheduling", "blocked"), item("startup", "blocked"), item("model", "blocked"),
+             item("business", "blocked")]
+    [pool] = pool_status(matrix(tmp_path, None), items, "2026-12-02T10:00:00Z")
+    assert (pool["nodes"], len(pool["unvalidated"])) == ([], 4)
+    status: BundleStatus = {"bundle": tmp_path, "digest": "cd" * 32, "verification": "verified",
+                            "validation": {"pools": [pool]}, "vsas": [], "run": {}, "untested": {}}
+    [row] = catalog_rows([status], parse_now("2026-12-02T11:00:00Z"))
+    line = catalog_text([row]).splitlines()[2]
+    assert line.startswith("| c/cpu | cpu/") and "| none exercised |" in line and "this host" not in line
