@@ -386,3 +386,27 @@ def test_catalog_says_a_kubernetes_pool_that_exercised_no_node_exercised_none(tm
     [row] = catalog_rows([status], parse_now("2026-12-02T11:00:00Z"))
     line = catalog_text([row]).splitlines()[2]
     assert line.startswith("| c/cpu | cpu/") and "| none exercised |" in line and "this host" not in line
+
+
+def test_an_older_bundle_does_not_overwrite_a_later_runs_status_on_a_node(tmp_path: Path) -> None:
+    """Monday's run validated n1; Tuesday's found n1 broken and ``hetero publish`` withdrew it (label removed,
+    condition False). Publishing Monday's bundle again (still signed, not expired: a re-run CI job, a hostile replay)
+    wrote ``business`` and ``True`` back on n1, and nothing noticed. Each key's ``.verified-at`` annotation now
+    carries the run's end; a node whose annotation is later than the plan's keeps the later status."""
+    from pytest_hetero.status.publish import NodeSeen, keep_latest
+
+    [pool] = pool_status(matrix(tmp_path, None), run_items(False), "2026-12-02T10:00:00Z")
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))
+    key = f"validation.{pool['domain']}/batch-inference"
+    assert plan[0]["annotations"][key + ".verified-at"] == pool["verified_at"]
+
+    def node(verified: str | None) -> NodeSeen:
+        return {"name": "n1", "labels": {}, "taints": [], "conditions": [],
+                "annotations": {key + ".verified-at": verified} if verified else {}}
+
+    kept, later = keep_latest(plan, [node("2026-12-03T10:00:00Z")])  # Tuesday's run published it
+    assert kept == [] and later == [{"node": "n1", "key": key, "published": "2026-12-03T10:00:00Z",
+                                     "ours": pool["verified_at"]}]
+    for earlier in (node("2026-12-01T10:00:00Z"), node(pool["verified_at"]), node(None), node("not a time")):
+        assert keep_latest(plan, [earlier]) == (plan, [])  # an earlier (or the same) run's, none, unreadable
+    assert keep_latest(plan, []) == (plan, [])  # a node the cluster does not list: apply_plan says it is gone
