@@ -284,7 +284,7 @@ def _concurrency(value: object, name: str) -> int | Literal["free"]:
                             f"{value!r}", hint=example) from exc
     if number > MAX_CONCURRENCY:
         raise SettingsError(f"{name} must be at most {MAX_CONCURRENCY} model runs at once (the matrix schema's "
-                            f"resources[].concurrency maximum), got {number}", hint=example)
+                            f"resources[].concurrency maximum), got {str(value).strip()}", hint=example)
     return number
 
 

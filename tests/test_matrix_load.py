@@ -319,3 +319,28 @@ def test_an_earlier_version_without_metadata_name_is_a_matrix_problem(tmp_path: 
     with pytest.raises(MatrixInvalid) as info:
         load_earlier_version(old, [new])
     assert [(p.message, p.location.field) for p in info.value.problems] == [problem]
+
+
+@pytest.mark.parametrize(("extra", "field", "says"), [
+    ("coverage: {share: .nan}", "spec.resources[0:cpu-a].coverage.share", "nan is not a finite number"),
+    ("expect: {min_cpus: .nan}", "spec.resources[0:cpu-a].expect.min_cpus", "nan is not a finite number"),
+    ("requests: {cpu: .inf}", "spec.resources[0:cpu-a].requests.cpu", 'write it like 1 or "500m"'),  # a quantity
+])
+def test_a_number_that_is_not_finite_is_refused_at_its_field(tmp_path: Path, extra: str, field: str, says: str
+                                                             ) -> None:
+    """YAML's ``.nan`` and ``.inf`` are floats that satisfy every bound of a JSON Schema number (NaN compares false
+    with all of them, infinity with none above): ``coverage: {share: .nan}`` loaded and then raised ``ValueError:
+    cannot convert float NaN to integer`` in the node-coverage item, ``min_cpus: .nan`` made the expectation pass
+    whatever the node had, ``spec.validation.valid_for: .inf`` escaped the loader as a bare ``ValueError``. Each is
+    refused as the value of its field, with the fix."""
+    text = GOOD.replace("requests: {cpu: 2}", "requests: {cpu: 2}\n      " + extra) if "requests" not in extra \
+        else GOOD.replace("requests: {cpu: 2}", extra)
+    err = load_text(tmp_path, text)
+    (problem,) = err.problems
+    assert problem.location.field == field and says in problem.render(), problem.render()
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "-.inf"])
+def test_a_validity_that_is_not_finite_is_a_matrix_problem(tmp_path: Path, value: str) -> None:
+    err = load_text(tmp_path, GOOD + f"  validation: {{valid_for: {value}, domain: a.example}}\n")
+    assert [p.location.field for p in err.problems] == ["spec.validation.valid_for"]

@@ -100,6 +100,9 @@ def test_bad_run_settings_are_refused(tmp_path: Path) -> None:
                               "  hint: --hetero-concurrency 8 or --hetero-concurrency free")
     with pytest.raises(SettingsError, match="hetero_concurrency must be at most 1000 model runs at once"):
         settings(tmp_path, ini={"hetero_concurrency": "5000"})
+    # a number too large for a float's 53 bits is named as written (it read 'got 100000000000000000000')
+    with pytest.raises(SettingsError, match=r"maximum\), got 99999999999999999999\n"):
+        settings(tmp_path, {"--hetero-concurrency": "99999999999999999999"})
 
 
 def walk(node: Any) -> list[dict[str, Any]]:

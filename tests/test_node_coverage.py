@@ -315,3 +315,98 @@ def test_a_node_discovery_failed_on_that_nothing_ran_on_is_withdrawn_not_left_as
     got = {e["node"]: (e["labels"][key], e["conditions"][0]["status"]) for e in plan}
     assert got == {"n1": ("business", "True"), "n4": (None, "False")}
     assert [e["node"] for e in left_as_is([pool], plan)] == ["n2", "n3"]
+
+
+def test_a_node_that_joined_after_discovery_is_not_proven_by_discovery(tmp_path: Path) -> None:
+    """n5 joined the pool after discovery listed it (an autoscaler, a node back from repair): the node-coverage item
+    lists the pool again and exercises it, but discovery never read it (its conditions, allocatable against capacity,
+    labels). Its discovery is ``not_run``, so its level is ``none`` and ``hetero publish`` sets no level label on it,
+    whatever ran there; before, it took the pool's discovery pass and was published at ``startup``."""
+    late = [*POOL, "n5"]
+    nodes = [rec("startup.coverage", coverage="every", pool=late, schedulable=late, chosen=late, not_exercised=[])]
+    for n in late:
+        nodes += [rec("scheduling.placed", node=n, pod=f"p-{n}"),
+                  rec("startup.node", node=n, outcome="passed", proven=["scheduling", "startup"])]
+    items = [*run_items(False), item("startup", "passed", *nodes, coverage="every")]
+    [pool] = pool_status(matrix(tmp_path, "every"), items, "2026-12-02T10:00:00Z")
+    assert levels(pool) == {"n1": "business", "n2": "startup", "n3": "startup", "n4": "startup", "n5": "none"}
+    n5 = pool["node_status"][4]["task_types"]["batch-inference"]["layers"]
+    assert (n5["discovery"], n5["startup"]) == ("not_run", "passed")
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))
+    key = f"validation.{pool['domain']}/batch-inference"
+    assert {e["node"]: e["labels"][key] for e in plan}["n5"] is None
+
+
+def test_each_pinned_workload_gets_an_inputs_folder_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node coverage starts one pinned pod per node and checks them concurrently; each smoke run copies the inputs into
+    its pod. On a KWOK node every pod's exec runs on the one KWOK host, so pods sharing the run's folder
+    ``/tmp/hetero-<owner>`` (the shared workload's) untarred into the same host folder at once: ``tar: … Cannot open:
+    File exists``, a node failed ``inputs_copy_failed`` with nothing wrong on it (seen on the KWOK plane, 1 node of 3).
+    Each pinned workload now has a root of its own (removed at close, as every workload's inputs are)."""
+    import threading
+    from types import SimpleNamespace
+
+    from pytest_hetero.backends.kubernetes import submit
+
+    monkeypatch.setattr(submit, "create", lambda session, matrix, res, img, workload: workload)
+    session = SimpleNamespace(lock=threading.Lock(), workloads={}, owner="0123456789ab", submit_as="pod")
+    shared = submit.submit(session, None, "cpu", "py")  # type: ignore[arg-type]  # what submit reads of a session
+    pinned = [submit.submit(session, None, "cpu", "py", n) for n in ("n1", "n2")]  # type: ignore[arg-type]
+    roots = [w.root or "/tmp/hetero-0123456789ab" for w in (shared, *pinned)]  # run.execute's default
+    assert shared.root is None and len(set(roots)) == 3
+    assert all(r.startswith("/tmp/hetero-0123456789ab-") for r in roots[1:])
+
+
+def test_nodes_a_coverage_item_never_chose_say_it_did_not_run(tmp_path: Path) -> None:
+    """``coverage: every`` whose node-coverage item did not run (deselected with ``-k``, blocked by a failed
+    scheduling item, or failed before it chose its nodes): the pool's other nodes were listed as ``not exercised:
+    coverage every ran the pool's workload on n1 only``, as if every node had been asked for and only n1 had run.
+    The reason now says that the node-coverage item chose no node."""
+    [pool] = pool_status(matrix(tmp_path, "every"), run_items(False), "2026-12-02T10:00:00Z")
+    reasons = {u["node"]: u["reason"] for u in pool["unvalidated"]}
+    assert reasons == dict.fromkeys(["n2", "n3", "n4"], "not exercised: the node-coverage item (coverage every) "
+                                    "chose no node (not run, blocked, or stopped before choosing); the pool's "
+                                    "workload ran on n1 only")
+
+
+def test_catalog_says_a_kubernetes_pool_that_exercised_no_node_exercised_none(tmp_path: Path) -> None:
+    """A Kubernetes pool whose discovery failed pool-wide (coverage one, a cordoned node) ran nothing: no node was
+    exercised, its listed nodes are unvalidated. The catalogue's nodes column read ``this host`` (the words for an
+    engine without nodes, the local host), as if the pool were this machine; it now reads ``none exercised``."""
+    from pytest_hetero.evidence.views import BundleStatus
+    from pytest_hetero.reporting.catalog import catalog_rows, catalog_text
+
+    items = [item("discovery", "failed", rec("discovery.snapshot", nodes=[{"name": n} for n in POOL])),
+             item("scheduling", "blocked"), item("startup", "blocked"), item("model", "blocked"),
+             item("business", "blocked")]
+    [pool] = pool_status(matrix(tmp_path, None), items, "2026-12-02T10:00:00Z")
+    assert (pool["nodes"], len(pool["unvalidated"])) == ([], 4)
+    status: BundleStatus = {"bundle": tmp_path, "digest": "cd" * 32, "verification": "verified",
+                            "validation": {"pools": [pool]}, "vsas": [], "run": {}, "untested": {}}
+    [row] = catalog_rows([status], parse_now("2026-12-02T11:00:00Z"))
+    line = catalog_text([row]).splitlines()[2]
+    assert line.startswith("| c/cpu | cpu/") and "| none exercised |" in line and "this host" not in line
+
+
+def test_an_older_bundle_does_not_overwrite_a_later_runs_status_on_a_node(tmp_path: Path) -> None:
+    """Monday's run validated n1; Tuesday's found n1 broken and ``hetero publish`` withdrew it (label removed,
+    condition False). Publishing Monday's bundle again (still signed, not expired: a re-run CI job, a hostile replay)
+    wrote ``business`` and ``True`` back on n1, and nothing noticed. Each key's ``.verified-at`` annotation now
+    carries the run's end; a node whose annotation is later than the plan's keeps the later status."""
+    from pytest_hetero.status.publish import NodeSeen, keep_latest
+
+    [pool] = pool_status(matrix(tmp_path, None), run_items(False), "2026-12-02T10:00:00Z")
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))
+    key = f"validation.{pool['domain']}/batch-inference"
+    assert plan[0]["annotations"][key + ".verified-at"] == pool["verified_at"]
+
+    def node(verified: str | None) -> NodeSeen:
+        return {"name": "n1", "labels": {}, "taints": [], "conditions": [],
+                "annotations": {key + ".verified-at": verified} if verified else {}}
+
+    kept, later = keep_latest(plan, [node("2026-12-03T10:00:00Z")])  # Tuesday's run published it
+    assert kept == [] and later == [{"node": "n1", "key": key, "published": "2026-12-03T10:00:00Z",
+                                     "ours": pool["verified_at"]}]
+    for earlier in (node("2026-12-01T10:00:00Z"), node(pool["verified_at"]), node(None), node("not a time")):
+        assert keep_latest(plan, [earlier]) == (plan, [])  # an earlier (or the same) run's, none, unreadable
+    assert keep_latest(plan, []) == (plan, [])  # a node the cluster does not list: apply_plan says it is gone

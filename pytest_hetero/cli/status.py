@@ -46,9 +46,17 @@ def cmd_publish(args: argparse.Namespace) -> int:
     ``hetero publish --expire --to kubernetes --domain D`` (withdraw what expired)."""
     from pytest_hetero.backends.kubernetes.publish import apply_plan, read_nodes
     from pytest_hetero.backends.protocol import EngineFault
-    from pytest_hetero.status.publish import PublishRefused, expiry_plan, left_as_is, parse_now, publish_plan
+    from pytest_hetero.status.publish import (
+        PublishRefused,
+        expiry_plan,
+        keep_latest,
+        left_as_is,
+        parse_now,
+        publish_plan,
+    )
 
     untouched: list[dict[str, str]] = []
+    later: list[dict[str, str]] = []
     try:
         now = parse_now(args.now)
         if args.expire:
@@ -62,6 +70,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
             status = _statuses(args, allow_unsigned=False)[0]
             plan = publish_plan(status["validation"]["pools"], status["digest"], now, args.taint, args.require_level)
             untouched = left_as_is(status["validation"]["pools"], plan)
+            if not args.dry_run:  # a node a later run's status stands on keeps it (one node list)
+                plan, later = keep_latest(plan, read_nodes(args.kubeconfig, args.context))
         done = apply_plan(plan, args.taint, args.kubeconfig, args.context) if not args.dry_run else []
     except PublishRefused as exc:
         print(exc.render(), file=sys.stderr)
@@ -72,8 +82,14 @@ def cmd_publish(args: argparse.Namespace) -> int:
     except (HeteroError, ValueError) as exc:
         print(exc.render() if isinstance(exc, HeteroError) else f"bad --now: {exc}", file=sys.stderr)
         return 2
+    for gone in (d["node"] for d in done if d.get("gone")):
+        print(f"node {gone} no longer exists (deleted since the run): nothing written on it", file=sys.stderr)
+    for kept in later:
+        print(f"node {kept['node']}: left as a later run published it ({kept['key']} verified at {kept['published']}, "
+              f"this bundle's run at {kept['ours']})", file=sys.stderr)
     out: dict[str, Any] = {"plan": plan, "applied": done, "dry_run": args.dry_run}
     if not args.expire:
         out["not_exercised"] = untouched  # unvalidated by this bundle: left as they are
+        out["later_status_kept"] = later  # a later run's status stands there: not overwritten by this older bundle
     print(json.dumps(out, indent=1, sort_keys=True))
     return 0

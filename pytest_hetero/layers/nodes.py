@@ -116,7 +116,9 @@ def each_node(ctx: LayerContext, chosen: list[str], answers: list[Started | Engi
               ) -> list[LayerOutcome | None]:
     """Check every node's answer (:func:`_judge_node`), at most ``settings.node_parallel`` at a time, each in
     a helper thread (SIGINT/SIGTERM left to the main thread); one failure (None: passed) per node, in order.
-    An exception that is not a layer outcome (a harness bug) is raised here once every node has finished."""
+    An exception that is not a layer outcome (a harness bug) is raised here once every node has finished. A Ctrl-C
+    (KeyboardInterrupt) goes on at once, not after every node's smoke run has ended by itself: the engine's close
+    ends the runs still in flight (the Kubernetes engine kills each before it deletes the pods)."""
     width = max(1, min(ctx.settings.node_parallel, len(chosen)))
     if width == 1:
         return [_judge_node(ctx, node, answer) for node, answer in zip(chosen, answers, strict=True)]
@@ -125,9 +127,16 @@ def each_node(ctx: LayerContext, chosen: list[str], answers: list[Started | Engi
         quiet_thread()
         return _judge_node(ctx, *pair)
 
-    with ThreadPoolExecutor(width, thread_name_prefix="hetero-node") as pool:
+    pool = ThreadPoolExecutor(width, thread_name_prefix="hetero-node")
+    interrupted = False
+    try:
         futures = [pool.submit(one, pair) for pair in zip(chosen, answers, strict=True)]
         return [f.result() for f in futures]
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        pool.shutdown(wait=not interrupted, cancel_futures=interrupted)
 
 
 def _judge_node(ctx: LayerContext, node: str, answer: Started | EngineFault) -> LayerOutcome | None:

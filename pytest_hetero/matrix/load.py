@@ -11,6 +11,7 @@ import contextlib
 import difflib
 import hashlib
 import json
+import math
 import os
 import re
 from collections.abc import Callable
@@ -160,6 +161,9 @@ def _schema_digest() -> str:
     return hashlib.sha256(json.dumps(matrix_schema(), sort_keys=True).encode()).hexdigest()
 
 
+VALIDATION_RULES = "finite-numbers"
+"""The gate's own rules on top of the schema (:func:`finite_number`): a pass remembered before a rule was added is
+not a pass under it."""
 VALIDATOR_PACKAGES = ("jsonschema", "referencing", "jsonschema_specifications")
 """Packages whose code decides a schema validation (the validator, ``$ref`` resolution, the metaschemas)."""
 
@@ -171,7 +175,7 @@ def validated_key(data: Any) -> str | None:
     and the document as ``repr`` of the parsed YAML (``'2024-01-01'`` and ``datetime.date(2024, 1, 1)``
     differ; a type whose ``repr`` varies between processes only costs a miss). None when a validator
     package is not found (the validation then runs and reports it)."""
-    digest = hashlib.sha256(_schema_digest().encode())
+    digest = hashlib.sha256(f"{_schema_digest()}\0{VALIDATION_RULES}".encode())
     for name in VALIDATOR_PACKAGES:
         found = installed_files(name)
         if found is None:
@@ -223,10 +227,22 @@ def _value_hint(best: ValidationError) -> str:
     return ""
 
 
+def finite_number(checker: object, instance: object) -> bool:
+    """The JSON Schema type ``number`` for the matrix: an int or a finite float, never a bool. YAML's ``.nan`` and
+    ``.inf`` are floats, and they satisfy every bound a schema sets (NaN compares false with each, infinity with any
+    minimum): a share of ``.nan``, a ``min_cpus`` of ``.nan`` (met by any node) or a wait of ``.inf`` would load."""
+    if isinstance(instance, bool):
+        return False
+    return isinstance(instance, int) or (isinstance(instance, float) and math.isfinite(instance))
+
+
 def _validate(data: Any, pos: Positions, file: str) -> list[MatrixError]:
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(matrix_schema())
+    base = jsonschema.Draft202012Validator
+    finite = jsonschema.validators.extend(  # type: ignore[no-untyped-call]  # jsonschema leaves extend unannotated
+        base, type_checker=base.TYPE_CHECKER.redefine("number", finite_number))
+    validator = finite(matrix_schema())
     problems: list[MatrixError] = []
     for err in validator.iter_errors(data):
         # oneOf/anyOf: the most specific sub-error reads best
@@ -246,6 +262,9 @@ def _validate(data: Any, pos: Positions, file: str) -> list[MatrixError]:
             missing = re.findall(r"'([^']+)' is a required property", best.message)
             if missing and missing[0] == "sha256":
                 hint = "add sha256: <64 hex digits> (compute it with `sha256sum FILE`)"
+        elif best.validator == "type" and isinstance(best.instance, float) and not math.isfinite(best.instance):
+            message = f"{best.instance} is not a finite number"
+            hint = "write a finite number (YAML's .nan and .inf are not values the gate can use)"
         elif path and path[-1] == "timeout":
             message = f"bad duration {best.instance!r}"
             hint = "write a duration like 30, '90s', '5m' or '1m30s'"

@@ -100,6 +100,12 @@ def _cell(value: Any) -> str:
     return (str(value) if value not in (None, "") else "-").replace("|", "\\|")
 
 
+def _no_nodes(row: CatalogRow) -> str:
+    """The nodes cell of a pool that exercised no node: ``none exercised`` when it has nodes (unvalidated ones) or a
+    node selector (a Kubernetes pool), ``this host`` for an engine without nodes (the local host, a Docker engine)."""
+    return "none exercised" if row["unvalidated"] or row["labels"] else "this host"
+
+
 def catalog_text(rows: list[CatalogRow]) -> str:
     """The catalogue as a Markdown table, then per pool what is untested (at most 5 entries each)."""
     lines = ["| pool | type | nodes | requestable | labels | queue | validated (task type: level) | expires | "
@@ -109,7 +115,7 @@ def catalog_text(rows: list[CatalogRow]) -> str:
         expiry = r["expires_at"] + (" (EXPIRED)" if r["expired"] else "")
         owners = ", ".join(f"{k}: {v}" for k, v in r["owners"].items())
         lines.append("| " + " | ".join(_cell(v) for v in (
-            r["pool"], f"{r['type']}/{r['vendor']}", r["nodes"] or "this host", r["requests"], r["labels"],
+            r["pool"], f"{r['type']}/{r['vendor']}", r["nodes"] or _no_nodes(r), r["requests"], r["labels"],
             r["queue"], levels, expiry, owners, len(r["untested"]),
             f"sha256:{r['bundle'][:16]}… ({r['verification']})")) + " |")
     for r in rows:

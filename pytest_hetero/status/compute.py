@@ -6,8 +6,10 @@ item's ``startup.node`` records), never the nodes that merely match its selector
 what ran (empty on engines that place nothing, e.g. the local host); and the nodes a node-scoped discovery failure
 names (``discovery.nodes``), whatever ran on them, at level ``none``, so ``hetero publish`` withdraws what an
 earlier bundle said of them instead of leaving it. Each of them has its own level
-(``node_status``): discovery as the pool's (its check reads every node; with node-level coverage, a discovery that
-failed on some nodes only, ``discovery.nodes``, is failed on those and passed on the others), scheduling where the
+(``node_status``): discovery as the pool's (its check reads every node it lists; with node-level coverage, a
+discovery that failed on some nodes only, ``discovery.nodes``, is failed on those and passed on the others; ``not_run``
+on a node its snapshot did not list, one that joined the pool after discovery read it, so its level is ``none``
+whatever ran there), scheduling where the
 pool's passed
 and a workload was placed on the node, and startup, model and business from what ran **on that node**:
 every claim of the layer (startup: each image; model/business: each model × dataset of the task type) must
@@ -145,6 +147,11 @@ class _NodeFacts:
         """Node → the categories discovery failed on it with, when it failed on some nodes only (``discovery.nodes``:
         the other nodes' discovery passed)."""
         self.discovery_passed: set[str] = set()
+        self.chose = False
+        """Whether a node-coverage item of the pool chose its nodes (a ``startup.coverage`` record)."""
+        self.listed: set[str] | None = None
+        """The nodes a discovery snapshot of the pool listed (None: no snapshot listed nodes). A node exercised later
+        that it does not hold (one that joined the pool after discovery read it) was never read by discovery."""
         model_node: dict[tuple[Any, ...], str] = {}
         for item in items:
             if item["layer"] == "model" and (node := _item_node(item)):
@@ -172,12 +179,14 @@ class _NodeFacts:
             self._see(node)
 
     def _discovered(self, item: ItemDict) -> None:
-        """Take in a discovery item that failed on some nodes only (``discovery.nodes``): which failed, with what,
-        and which passed."""
+        """Take in a discovery item: the nodes its pool snapshot listed, and when it failed on some nodes only
+        (``discovery.nodes``) which failed, with what, and which passed."""
         for record in item["records"]:
             if (scope := data_of(record, NODE_SCOPE)) is not None:
                 self.discovery_failed.update(scope["failed"])
                 self.discovery_passed.update(scope["passed"])
+            elif (snapshot := data_of(record, SNAPSHOT)) is not None and "nodes" in snapshot:  # a pool's, not a host's
+                self.listed = (self.listed or set()) | {n["name"] for n in snapshot["nodes"]}
 
     def _read(self, claim: tuple[str, tuple[Any, ...]], record: RecordDict) -> None:
         """Take in one record of an item of ``claim``: a placement, a node's outcome, the coverage choice."""
@@ -202,6 +211,7 @@ class _NodeFacts:
                 self.facts.setdefault(ran, {}).setdefault(node, set()).add(status)
                 self.claims.setdefault(ran, set()).add(status)
         elif (coverage := data_of(record, COVERAGE)) is not None:
+            self.chose = True
             for entry in coverage["not_exercised"]:
                 self.reasons.setdefault(str(entry["node"]), str(entry["reason"]))
 
@@ -223,11 +233,14 @@ class _NodeFacts:
 
     def layers(self, node: str, pool: Mapping[str, str], models: set[str]) -> dict[str, str]:
         """``{layer: summary}`` of ``node`` (``pool``: the pool's summary of every layer, as :func:`pool_status`
-        builds it): discovery as the pool's (its check covers every node),
+        builds it): discovery as the pool's (its check covers every node it listed; :data:`NOT_RUN_HERE` on a node
+        it did not list, one that joined the pool later),
         scheduling passed where the pool's passed and a workload of it was placed on the node, the rest
         from what ran on the node (:meth:`statuses`)."""
         out = {"discovery": pool["discovery"]}
-        if node in self.discovery_failed:  # discovery failed on this node: no higher pass stands in for it
+        if self.listed is not None and node not in self.listed and node not in self.discovery_failed:
+            out["discovery"] = NOT_RUN_HERE  # it joined the pool after discovery read it: nothing read it
+        elif node in self.discovery_failed:  # discovery failed on this node: no higher pass stands in for it
             out["discovery"] = "failed"
         elif node in self.discovery_passed:  # it failed on other nodes only: passed here
             out["discovery"] = "passed"
@@ -251,6 +264,10 @@ def _unvalidated(items: Sequence[ItemDict], facts: _NodeFacts, coverage: str) ->
     ran = ", ".join(facts.exercised) or "no node"
     default = (f"not exercised: coverage {coverage} ran the pool's workload on {ran} only" if facts.exercised else
                "not exercised: no workload of the pool ran (see its failed or blocked items)")
+    if coverage != "one" and not facts.chose:  # node-level coverage, but its item never chose (deselected, blocked)
+        default = (f"not exercised: the node-coverage item (coverage {coverage}) chose no node (not run, blocked, or "
+                   "stopped before choosing); " + (f"the pool's workload ran on {ran} only" if facts.exercised else
+                                                   "no workload of the pool ran"))
     return [{"node": n, "status": "unvalidated", "reason": facts.reasons.get(n, default)}
             for n in listed if n not in facts.order]
 

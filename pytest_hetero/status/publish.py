@@ -10,8 +10,9 @@ that node) and per task type of the status, under ``validation.<domain>/<task-ty
   level is at least the required one (``hetero publish --require-level``, default ``business``), else
   ``False`` (reason ``NotValidated`` or, after ``--expire``, ``Expired``) — the shape a Node Readiness Controller
   ``NodeReadinessRule`` matches (``conditions: [{type: <key>, requiredStatus: "True"}]``);
-* **annotations** ``<key>.expires-at`` (ISO) and ``<key>.bundle`` (sha256 of the run statement), so
-  ``hetero publish --expire`` finds what expired without the bundle;
+* **annotations** ``<key>.expires-at`` (ISO), ``<key>.bundle`` (sha256 of the run statement) and
+  ``<key>.verified-at`` (the run's end), so ``hetero publish --expire`` finds what expired without the bundle, and a
+  node on which a later run's status stands is not given an older bundle's (:func:`keep_latest`);
 * with a managed ``taint`` key: the taint (``NoSchedule``) removed when at least one task type's
   condition is ``True`` on the node, added when none is — what a NodeReadinessRule over the same
   conditions does, for clusters that do not run that controller.
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 EXPIRES = ".expires-at"
 BUNDLE = ".bundle"
+VERIFIED = ".verified-at"
 
 
 class PublishRefused(HeteroError):
@@ -111,6 +113,7 @@ def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str
         raise PublishRefused(f"the validation status has expired: {', '.join(late)}", None,
                              "run the gate again and publish the new bundle")
     nodes: dict[str, NodeChange] = {}
+    ran = max((str(p.get("verified_at")) for p in pools if p.get("verified_at")), key=parse_time, default="")
     seen: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # (node, key) → [(level, text, expires_at)]
     for pool in pools:
         own = {e["node"]: e["task_types"] for e in pool.get("node_status") or []}  # pool_status writes both
@@ -136,6 +139,8 @@ def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str
         entry["labels"][key] = level if level != "none" else None
         entry["annotations"][key + EXPIRES] = min((at for _, _, at in found), key=parse_time)
         entry["annotations"][key + BUNDLE] = digest
+        if ran:
+            entry["annotations"][key + VERIFIED] = ran
         entry["conditions"].append(_condition(key, ok, "Validated" if ok else "NotValidated",
                                               "; ".join(text for _, text, _ in found)))
     if not nodes:
@@ -178,7 +183,8 @@ def expiry_plan(nodes: list[NodeSeen], domain: str, now: datetime, taint: str | 
         if not gone:
             continue
         entry: NodeChange = {"node": node["name"], "labels": {k: None for k in gone},
-                                 "annotations": {a: None for k in gone for a in (k + EXPIRES, k + BUNDLE)},
+                                 "annotations": {a: None for k in gone for a in (k + EXPIRES, k + BUNDLE, k + VERIFIED)
+                                                 if not a.endswith(VERIFIED) or a in annotations},
                                  "conditions": [_condition(k, False, "Expired", f"validation status expired at "
                                                            f"{annotations[k + EXPIRES]}; run the gate again")
                                                 for k in gone], "taint": None}
@@ -188,6 +194,36 @@ def expiry_plan(nodes: list[NodeSeen], domain: str, now: datetime, taint: str | 
             entry["taint"] = "remove" if still else "add"
         plan.append(entry)
     return plan
+
+
+def keep_latest(plan: list[NodeChange], nodes: list[NodeSeen]) -> tuple[list[NodeChange], list[dict[str, str]]]:
+    """``plan`` less the nodes on which a status of a later run already stands: a node whose ``<key>.verified-at``
+    annotation (the run end of the bundle that published it) is later than this plan's, for any key of its entry, is
+    left as that later bundle wrote it (publishing an older signed bundle again must not bring back a status a later
+    run withdrew). ``nodes``: what the cluster holds now (:class:`NodeSeen`; a node not among them is kept, an
+    annotation that does not read as a time is ignored). Returns (plan kept, ``[{"node", "key", "published",
+    "ours"}]`` of the nodes left out)."""
+    held = {n["name"]: n["annotations"] for n in nodes}
+    kept: list[NodeChange] = []
+    left: list[dict[str, str]] = []
+    for entry in plan:
+        later = None
+        for name, ours in entry["annotations"].items():
+            theirs = held.get(entry["node"], {}).get(name)
+            if not name.endswith(VERIFIED) or ours is None or theirs is None:
+                continue
+            try:
+                if parse_time(str(theirs)) > parse_time(ours):
+                    later = {"node": entry["node"], "key": name[: -len(VERIFIED)], "published": str(theirs),
+                             "ours": ours}
+                    break
+            except ValueError:
+                continue
+        if later is None:
+            kept.append(entry)
+        else:
+            left.append(later)
+    return kept, left
 
 
 def parse_now(text: str | None) -> datetime:

@@ -86,7 +86,8 @@ def test_published_status_lets_a_validated_task_type_run_on_the_real_node(
         assert re.fullmatch(r"nvidia\d+", log.split()[0])  # the one device it was handed (any free one)
     finally:
         realnode.core.patch_node(info.node, {"metadata": {
-            "labels": {key: None}, "annotations": {key + ".expires-at": None, key + ".bundle": None}}},
+            "labels": {key: None}, "annotations": {key + ".expires-at": None, key + ".bundle": None,
+                                                key + ".verified-at": None}}},
             _content_type="application/merge-patch+json")
         realnode.core.patch_node_status(info.node, {"status": {"conditions": [{"type": key, "$patch": "delete"}]}},
                                         _content_type="application/strategic-merge-patch+json")

@@ -307,6 +307,7 @@ class KubernetesBackend(Backend):
         from pytest_hetero.backends.kubernetes import spread
 
         spread.shutdown(s)
+        kube_model.kill_running(s)  # what helper threads still run (a smoke run after Ctrl-C), before deletion
         s.pool.shutdown(wait=True, cancel_futures=True)
         if s.watch is not None:
             s.watch.stop()

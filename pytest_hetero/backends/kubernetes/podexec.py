@@ -30,7 +30,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 import certifi
@@ -51,6 +51,15 @@ from websocket import ABNF, DEFAULT_SOCKET_OPTION, WebSocket, WebSocketConnectio
 from pytest_hetero.backends.kubernetes.objects import parse_status
 from pytest_hetero.backends.streams import STREAM_CAP_BYTES, CappedStream
 from pytest_hetero.signals import quiet_thread
+
+
+class Stop(Protocol):
+    """What :func:`run` reads of its ``stop``: a :class:`threading.Event`, or several seen as one
+    (:class:`~pytest_hetero.backends.kubernetes.run.AnyOf`)."""
+
+    def is_set(self) -> bool:
+        """Whether the exec is to be abandoned now."""
+        ...
 
 
 @dataclass
@@ -387,7 +396,7 @@ def run(
     argv: list[str],
     timeout_s: float,
     stdin: bytes | None = None,
-    stop: threading.Event | None = None,
+    stop: Stop | None = None,
     stdout_cap: int = STREAM_CAP_BYTES,
     raw_stdout: bool = False,
     prelude: bytes | None = None,

@@ -9,7 +9,7 @@ so the kubelet's own conditions are left as they are). Decides nothing: which no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -51,19 +51,23 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | N
 class Published(TypedDict):
     """What :func:`apply_plan` did to one node: its name (``node``), the ``labels`` patched (None: removed), its
     ``conditions`` set (``type=status``) and what became of the managed ``taint`` (``added``, ``removed``,
-    ``unchanged``; None: none managed)."""
+    ``unchanged``; None: none managed); ``gone`` (True; absent otherwise) when the node no longer exists (deleted
+    since the run): nothing was written on it (its labels and conditions then empty)."""
 
     node: str
     labels: dict[str, str | None]
     conditions: list[str]
     taint: str | None
+    gone: NotRequired[bool]
 
 
 def apply_plan(plan: list[NodeChange], taint: str | None, kubeconfig: str | None = None,
                context: str | None = None) -> list[Published]:
     """Apply ``plan`` entries in order; return one record per node ``{"node", "labels", "conditions",
-    "taint": "added" | "removed" | "unchanged" | None}``. Raises ActionFailed naming the node and the
-    verb on the first refusal (what was applied before it stays, and is named in the message)."""
+    "taint": "added" | "removed" | "unchanged" | None}`` (:class:`Published`). A node that no longer exists (404:
+    deleted since the run, e.g. by an autoscaler) carries no status to write or withdraw: it is skipped, ``gone``,
+    and the others are published. Raises ActionFailed naming the node and the verb on the first other refusal (what was
+    applied before it stays, and is named in the message)."""
     core = _core(kubeconfig, context)
     done: list[Published] = []
     for entry in plan:
@@ -78,6 +82,9 @@ def apply_plan(plan: list[NodeChange], taint: str | None, kubeconfig: str | None
                 core.patch_node_status(name, {"status": {"conditions": conditions}}, _content_type=STRATEGIC)
             changed = _set_taint(core, name, taint, entry["taint"]) if taint and entry["taint"] else None
         except ApiException as exc:
+            if exc.status == 404:  # the node is gone (core/v1 is always served): nothing to write on it
+                done.append({"node": name, "labels": {}, "conditions": [], "taint": None, "gone": True})
+                continue
             fault = api_outcome(exc, f"publish to node {name}")
             applied = ", ".join(d["node"] for d in done) or "none"
             raise ActionFailed(f"{fault.message} (nodes already published: {applied})", fault.category) from None

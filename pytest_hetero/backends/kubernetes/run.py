@@ -17,6 +17,7 @@ import tarfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, TypedDict
@@ -129,7 +130,7 @@ def run_model(
     workdir: str,
     env: dict[str, str],
     timeout_s: float,
-    stop: threading.Event | None = None,
+    stop: kube_exec.Stop | None = None,
     python: str | None = None,
     devices: str = "-",
     inputs: tuple[str, bytes] | None = None,
@@ -201,6 +202,20 @@ def kill_run(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, wai
     """``kill -9`` the run's process (pid file in ``run_dir``) by exec; True when the exec answered within
     ``wait_s`` seconds (:func:`kube_exec.try_run`: a NotReady node's kubelet may never answer)."""
     return kube_exec.try_run(core, namespace, pod, kill_run_script(run_dir), wait_s)
+
+
+def kill_running(session: KubeSession, wait_s: float = 5.0) -> None:
+    """Kill every model run whose exec is still in flight (``session.running``: those of helper threads, a node's
+    smoke run or a per-run Pod's, which a Ctrl-C does not reach), each by :func:`kill_run` in a thread of its own, at
+    most ``wait_s`` seconds each. The engine's close calls it before it deletes the pods: an exec can outlive its pod
+    (KWOK runs it on the host), and a thread waiting on it would hold the gate's exit until the model ended."""
+    with session.lock:
+        running = list(session.running.items())
+    if not running:
+        return
+    with ThreadPoolExecutor(min(16, len(running)), thread_name_prefix="hetero-kill") as pool:
+        for run_dir, pod in running:
+            pool.submit(kill_run, session.core, session.namespace, pod, run_dir, wait_s)
 
 
 def kill_run_script(run_dir: str) -> list[str]:
@@ -277,6 +292,18 @@ INLINE_OUTPUTS_BYTES = 1024 * 1024
 exec of its own (:func:`read_outputs`, 60 s), as every outputs file was before."""
 
 
+@dataclass(frozen=True)
+class AnyOf:
+    """Set when any of ``events`` is: a run's stop (:func:`run_model`) when its node turns NotReady or the gate stops
+    its runs."""
+
+    events: tuple[threading.Event, ...]
+
+    def is_set(self) -> bool:
+        """Whether one of the events is set."""
+        return any(e.is_set() for e in self.events)
+
+
 @dataclass
 class Readback:
     """What the exit-status check (:func:`exit_confirmed`) also reads in its exec, so a run takes one exec less: the
@@ -291,11 +318,13 @@ class Readback:
 
 
 def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None,
-            isolation: Isolation | None = None) -> ExecResult:
+            isolation: Isolation | None = None, halt: threading.Event | None = None) -> ExecResult:
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
     exec the rendered entrypoint with the layer timeout (seconds), read the outputs file. ``given``: a started
     workload record of the caller's to run in instead (a model run's own pod, :mod:`.spread`), whose
-    ``isolation`` then replaces the shared pod's (its ``root``, when set, is where the inputs go).
+    ``isolation`` then replaces the shared pod's (its ``root``, when set, is where the inputs go). ``halt``: set when
+    the gate stops (a run in a helper thread, which Ctrl-C does not reach): the run's process is killed at once and
+    the run ends with ActionFailed ``harness``.
 
     The pod's node is checked first and watched during the run (:mod:`.nodes`): a run whose node
     turns NotReady is abandoned at once; its result then carries ``failure`` (status ``error``,
@@ -332,7 +361,7 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
                         root if given is not None and simulated and workload.inputs == root else None)
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
                                  {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"],
-                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped, readback, inputs)
+                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped, readback, inputs, halt)
     if inputs is not None:
         workload.env = done.prelude or ""
     if readback.removed:
@@ -482,18 +511,23 @@ def _run_watched(
     workdir: str, env: dict[str, str], python: str | None = None, devices: str = "-",
     dumped: dict[str, str] | None = None, readback: Readback | None = None,
     inputs: tuple[str, bytes] | None = None,
+    halt: threading.Event | None = None,
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
     """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
     outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict. ``dumped`` receives
     the wrapper's evidence files and ``readback`` the outputs when the exit-status check read them
     (:func:`exit_confirmed`); ``inputs``: unpacked by the same exec first (:func:`run_model`). Raises ActionFailed
-    ``inputs_copy_failed`` when they were not unpacked (the exec ended, or timed out, before the run began)."""
+    ``inputs_copy_failed`` when they were not unpacked (the exec ended, or timed out, before the run began), and
+    ActionFailed ``harness`` when ``halt`` was set during the run (the gate stopped; the run's process killed)."""
     pod = workload.started_pod()
     watch = session.node_watch().watch(node) if node else None
     started_at, started = utc_now(), time.perf_counter()
+    stop = AnyOf(tuple(e for e in (watch.turned if watch else None, halt) if e is not None))
+    with session.lock:
+        session.running[run_dir] = pod  # killed at close if still in flight (a helper thread's run: kill_running)
     try:
         done = run_model(session.core, session.namespace, pod, argv, run_dir, workdir, env, ctx.timeout_s,
-                         stop=watch.turned if watch else None, python=python, devices=devices, inputs=inputs)
+                         stop=stop if stop.events else None, python=python, devices=devices, inputs=inputs)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
@@ -516,8 +550,15 @@ def _run_watched(
                     f"{done.duration_s:.1f} s without an exit status the pod confirms, and the node stayed Ready for "
                     f"{NODE_VERDICT_WAIT_S:g} s: the apiserver lost the kubelet's stream", "exec_stream_lost")
     finally:
+        with session.lock:
+            session.running.pop(run_dir, None)
         if watch is not None:
             watch.stop()
+    if done.abandoned and halt is not None and halt.is_set():
+        # the gate stopped: an exec can outlive its pod (KWOK runs it on the host), so the process is killed before
+        # the pod is deleted, and the thread waiting on it ends now rather than when the model ends by itself
+        kill_run(session.core, session.namespace, pod, run_dir, 5)
+        raise ActionFailed(f"the gate stopped while the model ran in pod {pod}: its process was killed", "harness")
     if not (done.abandoned and watch is not None):
         return done, None
     killed = kill_run(session.core, session.namespace, pod, run_dir, 5)

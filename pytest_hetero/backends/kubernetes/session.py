@@ -45,7 +45,8 @@ class WorkloadRecord:
     None when it was created), the ``node`` it is pinned to (None: not pinned); ``created`` (set once the create
     call answered), the manifest ``body`` and ``submitted_at`` (epoch s) once submitted (None before); then what
     the layers learn (None until they do): its ``pod``, ``node_lost``, ``released`` (epoch s), ``oom_kills`` seen
-    (0), the ``inputs`` folder copied into it and the ``root`` folder of a model run's pod, and that pod's
+    (0), the ``inputs`` folder copied into it and the ``root`` folder of a model run's pod or of a pod pinned to a
+    node (None: ``/tmp/hetero-<owner>``, the shared workload's), and that pod's
     container environment (``env``, as ``env`` printed it when its inputs were copied)."""
 
     probe: str
@@ -156,6 +157,8 @@ class KubeSession:
         self.digests: dict[str, str] = {}
         self.restarts: dict[str, int] = {}
         """Pod name → its containers' restart count when startup saw it running (:func:`.startup.stopped`)."""
+        self.running: dict[str, str] = {}
+        """Model runs whose exec is in flight, run folder → pod (:func:`.run.kill_running` kills them at close)."""
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max(1, settings.parallel), thread_name_prefix="hetero-kube")
         self.prefetched: set[str] = set()

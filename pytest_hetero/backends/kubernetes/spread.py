@@ -6,7 +6,8 @@ dataset run of a resource × image is a workload of its own, built as the resour
 Kueue with ``submit_as: kueue-job``), placed by the real scheduler, and deleted once its run is read back. Each
 Pod carries ``activeDeadlineSeconds`` (placement + run timeout + :data:`DEADLINE_MARGIN_S`), so a gate killed
 with SIGKILL leaves no run going past it; Ctrl-C and SIGTERM reach :func:`shutdown` through the engine's close,
-which deletes every object the run created (what it cannot delete is reported as leftovers).
+which stops the runs in flight (each kills its process first: on a KWOK node the exec outlives its Pod) and then
+deletes every object the run created (what it cannot delete is reported as leftovers).
 
 How a run goes (:func:`one_run`, in a thread of the group's pool): create the Pod, wait on the run's pod watch
 until its container runs (placement and start, up to the model timeout; a Pod that will not start fails with
@@ -150,8 +151,10 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
         node = seen.node_name
         workload.pod = name
         simulated = session.simulated(node)
+        spread = _SPREADS.get(session)
         result = kube_model.execute(session, step, given=workload,
-                                    isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD)
+                                    isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD,
+                                    halt=spread.stop if spread is not None else None)
         devices, workload.env = visible_devices(workload.env or ""), None
         ran: UsageFacts = result.details["workload"]  # the exec's own times (.run.execute keeps .usage.exec_facts)
         ident = startup.image_identity(seen)
@@ -232,8 +235,16 @@ def _delete(session: KubeSession, body: Workload | None, name: str, pod: str | N
     return when
 
 
+RUNS_END_S = 15.0
+"""Seconds :func:`shutdown` waits for the runs in flight to end once stopped (each kills its process by an exec of
+at most 5 s, then removes its inputs and deletes its Pod)."""
+
+
 def shutdown(session: KubeSession) -> None:
-    """Stop launching runs (queued ones are cancelled, running ones end when close deletes their pods)."""
+    """Stop the runs: queued ones are cancelled; each running one kills its process (its exec sees the spread's stop
+    within 0.5 s: :func:`.run.execute`'s ``halt``) while its Pod is still there, since on a KWOK node the exec runs on
+    the host and outlives the Pod. Waits up to :data:`RUNS_END_S` for them, so close deletes what is left after."""
     spread = _SPREADS.get(session)
     if spread is not None:
         spread.shutdown()
+        spread.wait(RUNS_END_S)

@@ -43,8 +43,11 @@ def submit(session: KubeSession, matrix: Matrix, resource: str, image: str, node
         seed = f"{resource}/{image}" + (f"/{node}" if node is not None else "")
         tail = f"{hashlib.sha1(seed.encode()).hexdigest()[:5]}-{session.owner[:6]}"
         probe = f"{kc.dns_name(resource, image, limit=50)}-{tail}"
+        # a pinned workload's inputs go to a folder of its own: on KWOK nodes every pod's exec runs on one host, where
+        # the pinned pods (checked concurrently) would untar into the shared workload's folder at once
         workload = WorkloadRecord(probe=probe, name=f"{kc.dns_name('hetero', resource, image, limit=50)}-{tail}",
-                                  kind=session.submit_as, error=None, node=node)
+                                  kind=session.submit_as, error=None, node=node,
+                                  root=None if node is None else f"/tmp/hetero-{session.owner}-{tail[:5]}")
         session.workloads[key] = workload
     try:
         return create(session, matrix, resource, image, workload)
