@@ -22,9 +22,9 @@ CPU (user + system, children included: the per-run host processes are the KWOK e
 per model item, its peak RSS (``ru_maxrss`` of the gate's process tree), the whole process's wall time, and the
 plane's CPU meanwhile (:func:`plane_cpu`: apiserver, etcd, controller-manager, scheduler, KWOK with the exec processes
 it ran for the runs; whatever else uses the plane then counts too): the host's 2 cores hold both. The stand-in model
-runs under this interpreter by its path (``target.python``). Medians
-with the spread over ``--rounds``. ``--py-spy FILE`` records the gate with py-spy (``--gil``: the samples holding
-the GIL, raw stacks in ``FILE.<round>``; its CPU then counts py-spy's too).
+runs under this interpreter by its path (``target.python``), or with ``--model sh`` by ``/bin/sh`` (:data:`MODELS`).
+Medians with the spread over ``--rounds``. ``--py-spy FILE`` records the gate with py-spy (``--gil``: the samples
+holding the GIL, raw stacks in ``FILE.<round>``; its CPU then counts py-spy's too).
 """
 
 from __future__ import annotations
@@ -60,15 +60,24 @@ time.sleep(float(a.sleep))
 with open(a.out, "w") as fh:
     json.dump({"ids": [0, 1], "predictions": [0, 1]}, fh)
 '''
+SH_MODEL = '''# Stand-in model, no interpreter: sleeps, writes its outputs ($1 dataset, $2 outputs, $3 seconds).
+sleep "$3"
+printf '%s' '{"ids": [0, 1], "predictions": [0, 1]}' > "$2"
+'''
+MODELS = ("python", "sh")
+"""``--model``: the stand-in run under the interpreter (~42 ms of this host's CPU per run to start it, import
+argparse and json) or by ``/bin/sh`` (~1.5 ms). On KWOK the run executes on the gate's host, so its start competes
+with the gate and the plane for the host's cores, which a model run on its own node would not."""
 
 
 def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: int, run_s: float,
-                 per_node: int = 32) -> Path:
+                 per_node: int = 32, model: str = "python") -> Path:
     """The bench matrix in ``folder``: one CPU resource of the ``hetero-bench=<tag>`` pool asking for 32 ÷
     ``per_node`` CPUs (a node of 32 CPUs takes ``per_node`` runs at once), per-run, ``runs`` copies of the
-    stand-in model on a two-row dataset."""
+    stand-in model (``model``: one of :data:`MODELS`) on a two-row dataset."""
     (folder / "code").mkdir()
     (folder / "code" / "model.py").write_text(MODEL)
+    (folder / "code" / "model.sh").write_text(SH_MODEL)
     (folder / "w.json").write_text("{}\n")
     (folder / "data.csv").write_text("index,x\n0,0.1\n1,0.9\n")
     sha = {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in ("w.json", "data.csv")}
@@ -82,10 +91,10 @@ def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: 
     # version manager's `python3` shim on PATH costs a shell and its lookups per run: ~2.5x the interpreter's start)
     doc["spec"]["target"] = {"backend": "kubernetes", "namespace": namespace, "kubeconfig": kubeconfig,
                              "python": sys.executable}
+    entrypoint = ["{python}", "{code}/model.py", "--data", "{dataset}", "--out", "{outputs}", "--sleep", str(run_s)] \
+        if model == "python" else ["/bin/sh", "{code}/model.sh", "{dataset}", "{outputs}", str(run_s)]
     doc["spec"]["models"] = [{"name": f"m{i}", "version": "1", "uri": "w.json", "sha256": sha["w.json"],
-                              "code": "code", "entrypoint": ["{python}", "{code}/model.py", "--data", "{dataset}",
-                                                             "--out", "{outputs}", "--sleep", str(run_s)]}
-                             for i in range(1, runs + 1)]
+                              "code": "code", "entrypoint": entrypoint} for i in range(1, runs + 1)]
     doc["spec"]["datasets"] = [{"name": "d", "version": "1", "uri": "data.csv", "sha256": sha["data.csv"]}]
     path = folder / "spread.matrix.yaml"
     path.write_text(json.dumps(doc, indent=1))
@@ -158,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-node", type=int, default=32,
                         help="runs a node takes at once (each run asks for 32 / this many CPUs; default 32: 1 CPU; "
                              "1: one run per node, free's width is then the node count, the issue's shape)")
+    parser.add_argument("--model", choices=MODELS, default="python",
+                        help="the stand-in model: python (default; its interpreter's start costs this host ~42 ms of "
+                             "CPU per run) or sh (~1.5 ms): on KWOK the run executes on this host, beside the gate")
     parser.add_argument("--py-spy", metavar="FILE", help="profile the gate with py-spy (raw stacks to FILE.<round>)")
     args = parser.parse_args(argv)
     rounds: list[dict[str, float]] = []
@@ -165,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             with tempfile.TemporaryDirectory(prefix="hetero-benchspread-") as tmp:
                 folder = Path(tmp)
-                matrix = write_matrix(folder, tag, namespace, kubeconfig, args.runs, args.run_s, args.per_node)
+                matrix = write_matrix(folder, tag, namespace, kubeconfig, args.runs, args.run_s, args.per_node,
+                                      args.model)
                 before = plane_cpu(kubeconfig)
                 got = gate_round(folder, matrix, args.width, args.run_s, args.py_spy and f"{args.py_spy}.{r + 1}")
                 after = plane_cpu(kubeconfig)
@@ -185,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         values = [g[key] for g in rounds]
         return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
-    print(f"{args.runs} runs of {args.run_s:g} s on {args.nodes} KWOK nodes, --hetero-concurrency {args.width}, "
+    print(f"{args.runs} runs of {args.run_s:g} s ({args.model} stand-in) on {args.nodes} KWOK nodes, "
+          f"--hetero-concurrency {args.width}, "
           f"{args.rounds} rounds; load average {os.getloadavg()[0]:.1f}")
     print(f"makespan/ideal {med('ratio')} (target <= 1.2); gate CPU per model item {med('cpu_ms_per_item')} ms "
           f"(target <= 5); plane CPU per run {med('plane_ms_per_run')} ms")

@@ -217,3 +217,36 @@ def test_a_run_after_its_prelude_has_its_own_timeout_and_duration() -> None:
     slow = exec_over([(STDERR, marker), (STDOUT, b"late\n"), (ERROR, SUCCESS)], pauses={1: 1.5}, timeout_s=1,
                      prelude=marker)  # the run itself over its timeout: timed out as before
     assert (slow.timed_out, slow.exit_code) == (True, None)
+
+
+def test_an_environment_larger_than_the_prelude_is_still_the_prelude() -> None:
+    """A container environment of 1.5 MiB printed before the marker (more than :data:`podexec.PRELUDE_BYTES`): the
+    marker is still found (here split between two messages), the run after it keeps its own stderr and its exit
+    status, and the prelude is the environment's first whole lines within the limit (before: the prelude was given
+    up at 1 MiB, the environment became the run's stderr and the run, which ran, read as inputs never unpacked)."""
+    marker = b"=== 0123abcd\n"
+    env = b"NVIDIA_VISIBLE_DEVICES=3\n" + b"".join(b"BIG_%06d=%s\n" % (i, b"x" * 90) for i in range(16_000))
+    assert len(env) > podexec.PRELUDE_BYTES * 1.4
+    parts = [(STDERR, chunk) for chunk in split(env + marker[:5], *range(65_536, len(env), 65_536))]
+    done = exec_over([*parts, (STDERR, marker[5:] + b"model says\n"), (STDOUT, b"ran\n"), (ERROR, SUCCESS)],
+                     prelude=marker)
+    assert (done.exit_code, done.stdout, done.stderr) == (0, "ran\n", "model says\n")
+    assert done.prelude is not None and done.prelude.startswith("NVIDIA_VISIBLE_DEVICES=3\nBIG_000000=")
+    assert done.prelude.endswith("x\n") and len(done.prelude) <= podexec.PRELUDE_BYTES
+    assert env.decode().startswith(done.prelude)
+    assert len(done.prelude) > podexec.PRELUDE_BYTES - 100
+
+
+def test_a_prelude_without_its_marker_is_the_commands_stderr_and_bounded() -> None:
+    """No marker (the unpacking failed: tar's message, here 1.5 MiB of it): the prelude is None, the first
+    :data:`podexec.PRELUDE_BYTES` are the command's stderr with the count of what was not kept, and the exit status
+    is the command's."""
+    marker = b"=== 0123abcd\n"
+    message = b"tar: cannot open\n" * 90_000
+    parts = [(STDERR, chunk) for chunk in split(message, *range(65_536, len(message), 65_536))]
+    done = exec_over([*parts, (ERROR, json.dumps({"status": "Failure", "message": "exit", "reason": "NonZeroExitCode",
+                                                  "details": {"causes": [{"reason": "ExitCode", "message": "2"}]}}
+                                                 ).encode())], prelude=marker)
+    assert (done.prelude, done.exit_code) == (None, 2)
+    assert done.stderr.startswith("tar: cannot open\n")
+    assert f"[{len(message) - podexec.PRELUDE_BYTES} more bytes before the marker not kept]" in done.stderr

@@ -123,54 +123,74 @@ def open_exec(core: client.CoreV1Api, namespace: str, pod: str, container: str, 
 
 
 class Prelude:
-    """stderr split at a marker line: the bytes before it are kept here (``kept``; at most :data:`PRELUDE_BYTES`), the
-    marker dropped, and everything after it handed to ``rest`` as the command's stderr. A command that prints what
-    the gate asked before it starts the run, then the marker, keeps that apart from the run's own stderr: the run
-    starts after the marker is written, so nothing it writes can come before it. When the marker has not come
-    within :data:`PRELUDE_BYTES`, what was kept goes to ``rest`` and ``seen`` stays False."""
+    """stderr split at a marker line: the bytes before it are kept here (``kept``: the first :data:`PRELUDE_BYTES`
+    of them, cut at their last whole line when more came, ``dropped`` counting the rest), the marker dropped, and
+    everything after it handed to ``rest`` as the command's stderr. A command that prints what the gate asked before
+    it starts the run, then the marker, keeps that apart from the run's own stderr: the run starts after the marker
+    is written, so nothing it writes can come before it. However much comes before the marker, it is looked for
+    (a container's environment larger than :data:`PRELUDE_BYTES` is still the prelude, not the run's stderr); at
+    most :data:`PRELUDE_BYTES` plus the marker's length are held meanwhile. When the stream ends without the marker,
+    what was kept is the command's stderr (``rest``)."""
 
     def __init__(self, marker: bytes, rest: CappedStream) -> None:
         self.marker = marker
         self.rest = rest
         self.kept = bytearray()
+        self.dropped = 0
+        """Bytes before the marker beyond :data:`PRELUDE_BYTES` (not held)."""
+        self._window = bytearray()  # the last bytes read, not yet kept: a marker may span two messages
         self.seen = False
         self.seen_at = 0.0
         """``time.perf_counter()`` when the marker was read (0 before)."""
-        self.given_up = False
+        self.ended = False
 
     def add(self, data: bytes) -> None:
         """Hand ``data`` (stderr bytes as they arrive) to the prelude or to ``rest``."""
-        if self.seen or self.given_up:
+        if self.seen or self.ended:
             self.rest.add(data)
             return
-        self.kept += data
-        at = self.kept.find(self.marker)
+        self._window += data
+        at = self._window.find(self.marker)
         if at >= 0:
             self.seen, self.seen_at = True, time.perf_counter()
-            after = bytes(self.kept[at + len(self.marker):])
-            del self.kept[at:]
+            self._keep(self._window[:at])
+            after = bytes(self._window[at + len(self.marker):])
+            self._window.clear()
             self.rest.add(after)
-        elif len(self.kept) > PRELUDE_BYTES:
-            self._give_up()
+            return
+        cut = len(self._window) - (len(self.marker) - 1)
+        if cut > 0:
+            self._keep(self._window[:cut])
+            del self._window[:cut]
+
+    def _keep(self, data: bytearray) -> None:
+        room = PRELUDE_BYTES - len(self.kept)
+        self.kept += data[:max(room, 0)]
+        self.dropped += max(len(data) - max(room, 0), 0)
 
     def text(self) -> str | None:
-        """The prelude as text (UTF-8, invalid bytes replaced), None when the marker did not come."""
-        return self.kept.decode("utf-8", "replace") if self.seen else None
+        """The prelude as text (UTF-8, invalid bytes replaced), None when the marker did not come; when more than
+        :data:`PRELUDE_BYTES` came, up to the last whole line kept."""
+        if not self.seen:
+            return None
+        kept = self.kept[:self.kept.rfind(b"\n") + 1] if self.dropped else self.kept
+        return kept.decode("utf-8", "replace")
 
     def end(self) -> None:
         """The stream ended: when the marker never came, what was kept is the command's stderr (``rest``)."""
-        if not (self.seen or self.given_up):
-            self._give_up()
-
-    def _give_up(self) -> None:
-        """No marker: what was kept is the command's stderr, and so is all that comes after."""
-        self.given_up = True
+        if self.seen or self.ended:
+            return
+        self.ended = True
+        self._keep(self._window)
+        self._window.clear()
         self.rest.add(bytes(self.kept))
+        if self.dropped:
+            self.rest.add(b"\n[%d more bytes before the marker not kept]\n" % self.dropped)
         self.kept.clear()
 
 
 PRELUDE_BYTES = 1024 * 1024
-"""Most stderr bytes :class:`Prelude` holds while it waits for its marker."""
+"""Most stderr bytes :class:`Prelude` keeps of what comes before its marker (the rest is counted, not held)."""
 
 
 class ExecStream:
