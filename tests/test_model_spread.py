@@ -4,9 +4,11 @@ tests/kubernetes/test_realnode_spread.py."""
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, cast
 
@@ -260,6 +262,35 @@ def test_runs_go_at_most_width_at_once_and_each_item_joins_its_own(tmp_path: Pat
     late = step(matrix(other, models=2), s)  # another matrix: a group of its own, after the engine's close
     with pytest.raises(ActionFailed, match="the gate stopped before this model run's container was created"):
         spread.execute(late, plan)
+
+
+def test_a_joined_run_is_not_held_by_its_group(tmp_path: Path) -> None:
+    """Issue 32 (memory flat in items): once an item has joined its run, the group keeps neither the run's result
+    nor its Deferred (records, artifacts); a group of 2,000 runs held every ExecResult until the engine's close."""
+    m = matrix(tmp_path, models=3)
+    s = settings(tmp_path, {"--hetero-model-runs": "per-run", "--hetero-concurrency": 2})
+    steps = [step(m, s, f"m{i}") for i in (1, 2, 3)]
+    for each in steps:
+        each.state = {**new_state(), "upcoming": [x.planned for x in steps]}  # type: ignore[attr-defined]  # as LayerContext's
+    made: list[weakref.ref[Any]] = []
+
+    def run(deferred: Deferred, width: int, queued: float) -> ExecResult:
+        deferred.record("ran", model=deferred.model.name)
+        result = ExecResult(argv=[deferred.model.name], exit_code=0, duration_s=0.0, stdout="x" * 10_000,
+                            stderr="", outputs=None)
+        made.extend([weakref.ref(result), weakref.ref(deferred)])
+        return result
+
+    spread = Spread()
+    plan = lambda width: Plan(run=run, unexpected=lambda exc, _: ActionFailed(str(exc), "harness"),  # noqa: E731
+                              width=2, noun="container")
+    assert [len(spread.execute(each, plan).stdout) for each in steps] == [10_000] * 3
+    [group] = spread.groups.values()
+    group.pool.shutdown(wait=True)  # a worker drops its last run's arguments just after handing the result over
+    gc.collect()
+    assert (len(made), [ref() for ref in made], group.launched) == (6, [None] * 6, set())
+    spread.shutdown()
+    assert spread.wait(1.0) == 0
 
 
 def test_free_cap_is_the_schema_bound_or_what_the_open_file_limit_holds() -> None:

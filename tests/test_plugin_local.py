@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +289,32 @@ def test_sensitive_dataset_keeps_digests_and_verdicts_not_content(pytester: pyte
     bundle = pytester.path / "reports" / ev["run"]["id"]
     assert not list(bundle.rglob("outputs.json")) and not list(bundle.rglob("stdout.txt"))
     assert "predictions" not in (bundle / "evidence.json").read_text()
+
+
+def test_a_model_item_whose_business_item_is_deselected_hands_nothing_on(pytester: pytest.Pytester) -> None:
+    """Issue 32 (memory flat in items): with the business items deselected (``-k "not business"``, as the scale
+    benches run), nothing would take back a model item's handoff (the run-time values, the wall time, a sensitive
+    dataset's outputs), which stayed in memory to the end of the run: ~1.4 KB per model run. The model item records
+    the same; with its business item selected the handoff is taken back, and nothing is left either way."""
+    doc = json.loads(matrix_text())
+    doc["spec"]["datasets"][0]["sensitive"] = True
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    pytester.makeconftest('''
+import pytest
+from pytest_hetero.pytest_plugin.stash import HANDOFF
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    print("HANDOFF", sorted(session.config.stash.get(HANDOFF, {})))
+''')
+    for selected, outcomes in (("not business", {"passed": 3, "skipped": 1}), ("", {"passed": 4, "skipped": 1})):
+        result = pytester.runpytest("-p", "no:cacheprovider", "-s", "-k", selected)
+        result.assert_outcomes(**outcomes)
+        assert [line.split("HANDOFF ", 1)[1] for line in result.outlines if "HANDOFF " in line] == ["[]"]
+        items = {i["layer"]: i for i in evidence_of(pytester)["items"]}
+        kinds = {r["kind"] for r in items["model"]["records"]}
+        assert {"model.outputs", "model.run_time"} <= kinds
+        shutil.rmtree(pytester.path / "reports")
 
 
 def test_full_profile_repeats_model_runs_and_judges_every_business_sample(pytester: pytest.Pytester) -> None:

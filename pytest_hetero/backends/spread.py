@@ -124,8 +124,9 @@ class Group:
         self.width = plan.width
         self.pool = ThreadPoolExecutor(plan.width, thread_name_prefix="hetero-run")
         self.futures: dict[tuple[str, ...], list[Future[Outcome]]] = {}
-        self.launched: list[Future[Outcome]] = []
-        """Every run queued, joined or not (:meth:`Spread.wait`)."""
+        self.launched: set[Future[Outcome]] = set()
+        """Every run queued that has not ended, joined or not (:meth:`Spread.wait`): an ended run leaves it, so once
+        its item has joined it nothing here holds its result (a long group's memory does not grow with its runs)."""
         self.lock = threading.Lock()
 
     def launch(self, step: Step, planned: PlannedItem) -> None:
@@ -134,7 +135,13 @@ class Group:
         future = self.pool.submit(self._guarded, deferred, time.time())
         with self.lock:
             self.futures.setdefault(planned.parts, []).append(future)
-            self.launched.append(future)
+            self.launched.add(future)
+        future.add_done_callback(self._ended)  # also called on cancel (shutdown), or here when already ended
+
+    def _ended(self, future: Future[Outcome]) -> None:
+        """Forget an ended run (result, fault or cancel) in :attr:`launched`."""
+        with self.lock:
+            self.launched.discard(future)
 
     def take(self, planned: PlannedItem) -> Future[Outcome] | None:
         """The first queued run of ``planned`` not yet joined, or None."""
@@ -208,8 +215,12 @@ class Spread:
         has stopped the running ones); how many had not ended by then. A run cancelled before it started (queued
         at :meth:`shutdown`) has ended: ``concurrent.futures.wait`` never counts a future cancelled by
         ``shutdown(cancel_futures=True)`` as done (it is never notified), so it is left out of the wait."""
+        launched: list[Future[Outcome]] = []
         with self.lock:
-            launched = [f for group in self.groups.values() for f in group.launched if not f.cancelled()]
+            groups = list(self.groups.values())
+        for group in groups:
+            with group.lock:  # a run ending meanwhile leaves the set (Group._ended)
+                launched += [f for f in group.launched if not f.cancelled()]
         return len(concurrent.futures.wait(launched, timeout=timeout_s).not_done)
 
 

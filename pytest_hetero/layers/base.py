@@ -80,16 +80,21 @@ class LayerState(TypedDict):
     none). ``launchable``: the model layer's narrowing of ``upcoming`` to the items whose inputs verify, asked by
     the engine once per group (:func:`pytest_hetero.layers.execution.launchable`; None: not narrowed). ``smoke``:
     the model item a node-coverage startup item repeats on each node (:func:`pytest_hetero.layers.nodes.smoke_combo`;
-    None: none). Engines read ``upcoming`` and ``launchable`` (:func:`pytest_hetero.backends.spread.ahead`)."""
+    None: none). Engines read ``upcoming`` and ``launchable`` (:func:`pytest_hetero.backends.spread.ahead`).
+    ``read``: False when no item of this session reads what this model item hands to its business item through
+    :attr:`LayerContext.handoff` (its business item was deselected: set by the pytest glue,
+    :func:`pytest_hetero.pytest_plugin.spread.handoff_read`); the model item then records the same and hands nothing
+    on, which nothing would take back (a long run's memory would grow with its model items)."""
 
     upcoming: list[PlannedItem]
     launchable: Callable[[], list[PlannedItem]] | None
     smoke: PlannedItem | None
+    read: bool
 
 
 def new_state() -> LayerState:
     """A :class:`LayerState` with nothing handed on yet."""
-    return {"upcoming": [], "launchable": None, "smoke": None}
+    return {"upcoming": [], "launchable": None, "smoke": None, "read": True}
 
 
 @dataclass
@@ -174,13 +179,16 @@ def keep_outputs(ctx: LayerContext, raw: bytes, run: int = 0, wall_s: float | No
     (``datasets[].sensitive``): only sha256 and size are recorded; the content stays in memory
     for the business item of this process and never reaches the bundle. ``run`` ≥ 1 numbers a
     repeated sample (``outputs-rN.json``); the business item judges every sample. ``wall_s``: the run's wall
-    time as the gate measured it, handed to the business item of this process (:func:`wall_of`).
+    time as the gate measured it, handed to the business item of this process (:func:`wall_of`). Nothing is handed
+    on when no item of this session reads it (``ctx.state["read"]`` False: :class:`LayerState`).
     """
     key = "::".join(ctx.scope + ctx.planned.parts) + (f"#r{run}" if run else "")
-    if wall_s is not None:
+    read = ctx.state["read"]
+    if wall_s is not None and read:
         ctx.handoff[key + WALL] = repr(float(wall_s)).encode()
     if ctx.dataset.sensitive:
-        ctx.handoff[key] = raw
+        if read:
+            ctx.handoff[key] = raw
         ctx.write(OUTPUTS_RECORD, OutputsData(artifact=None, sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw),
                                               withheld="sensitive dataset: outputs content kept out of the evidence"))
         return

@@ -79,7 +79,7 @@ def keep_run_time(ctx: LayerContext, values: dict[str, Measured] | None, engine:
     ``details["run_time"]``; None: the engine measures none, each is then unavailable and says so), with the
     device values ``devices`` (:func:`~pytest_hetero.probes.device_values.device_run_time`) as
     ``model.run_time`` and hand them to the business item (the same process: a resource's items never
-    split across xdist workers)."""
+    split across xdist workers), when this session has it (``ctx.state["read"]``)."""
     from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured
 
     if not isinstance(values, dict):
@@ -87,7 +87,8 @@ def keep_run_time(ctx: LayerContext, values: dict[str, Measured] | None, engine:
                                  "a model run's own memory and CPU time") for name in RUN_TIME_UNITS}
     values = {**values, **(devices or {})}
     ctx.record(RUN_TIME_RECORD, run=run or None, values=values)
-    ctx.handoff[_key(ctx, ctx.planned.parts, run)] = json.dumps(values).encode()
+    if ctx.state["read"]:  # else no business item of this session takes them back
+        ctx.handoff[_key(ctx, ctx.planned.parts, run)] = json.dumps(values).encode()
 
 
 def run_time_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> dict[str, Measured] | None:

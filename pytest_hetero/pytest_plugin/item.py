@@ -271,9 +271,10 @@ class LayerItem(pytest.Item):
                 timeout_s=self.matrix.timeouts_s[self.planned.layer] * settings.timeout_scale,
                 hook=self.config.hook, progress=TerminalProgress(self.config))
             if self.planned.layer == "model":  # the items an engine may start ahead (per-run model runs)
-                from pytest_hetero.pytest_plugin.spread import upcoming
+                from pytest_hetero.pytest_plugin.spread import handoff_read, upcoming
 
                 ctx.state["upcoming"] = upcoming(self)
+                ctx.state["read"] = handoff_read(self)
             CHECKS[self.planned.layer](ctx)
             self.config.hook.pytest_hetero_layer_check(ctx=ctx)
         except NotApplicable as exc:

@@ -6,7 +6,7 @@ matrix × resource × image, the runs of the model items after it, and each item
 runs. This glue tells it which items those are: the session's items (after deselection: ``-k``, profiles,
 shards), in run order, grouped by matrix × resource × image; a task type's checks are left out (they are not
 model runs). Under pytest-xdist a resource's items all run on one worker (:mod:`.xdist`), so the group is that
-worker's.
+worker's. It also tells a model item whether an item of the session reads what it hands on (:func:`handoff_read`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 GROUPS = pytest.StashKey[dict[tuple[str, str, str], list["PlannedItem"]]]()
 """(matrix sha256, resource, image) → the session's model items of that group, in run order (built once)."""
+READERS = pytest.StashKey[set[tuple[str, tuple[str, ...]]]]()
+"""(matrix sha256, parts of the model item) of every business item of the session (built once)."""
 
 
 def upcoming(item: LayerItem) -> list[PlannedItem]:
@@ -33,6 +35,19 @@ def upcoming(item: LayerItem) -> list[PlannedItem]:
         groups = _groups(item.session.items)
         item.config.stash[GROUPS] = groups
     return groups.get(_key(item), [])
+
+
+def handoff_read(item: LayerItem) -> bool:
+    """True when a business item of this session (after deselection) depends on model item ``item``: only then
+    does the model item hand its outputs, wall time and run-time values on (``LayerState["read"]``)."""
+    readers = item.config.stash.get(READERS, None)
+    if readers is None:
+        from pytest_hetero.pytest_plugin.item import LayerItem
+
+        readers = {(i.matrix.sha256, i.planned.depends_on) for i in item.session.items
+                   if isinstance(i, LayerItem) and i.planned.layer == "business" and i.planned.depends_on}
+        item.config.stash[READERS] = readers
+    return (item.matrix.sha256, item.planned.parts) in readers
 
 
 def _key(item: LayerItem) -> tuple[str, str, str]:
