@@ -71,10 +71,12 @@ with the gate and the plane for the host's cores, which a model run on its own n
 
 
 def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: int, run_s: float,
-                 per_node: int = 32, model: str = "python") -> Path:
+                 per_node: int = 32, model: str = "python", datasets: int = 1) -> Path:
     """The bench matrix in ``folder``: one CPU resource of the ``hetero-bench=<tag>`` pool asking for 32 ÷
     ``per_node`` CPUs (a node of 32 CPUs takes ``per_node`` runs at once), per-run, ``runs`` copies of the
-    stand-in model (``model``: one of :data:`MODELS`) on a two-row dataset."""
+    stand-in model (``model``: one of :data:`MODELS`) on a two-row dataset; with ``datasets`` D > 1, ⌈runs / D⌉
+    models × D datasets (names of one file) instead: the matrix reader refuses a document of more than 100,000 YAML
+    nodes (docs/safe-reading.md), which 10,000 models × 1 dataset would need."""
     (folder / "code").mkdir()
     (folder / "code" / "model.py").write_text(MODEL)
     (folder / "code" / "model.sh").write_text(SH_MODEL)
@@ -94,8 +96,10 @@ def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: 
     entrypoint = ["{python}", "{code}/model.py", "--data", "{dataset}", "--out", "{outputs}", "--sleep", str(run_s)] \
         if model == "python" else ["/bin/sh", "{code}/model.sh", "{dataset}", "{outputs}", str(run_s)]
     doc["spec"]["models"] = [{"name": f"m{i}", "version": "1", "uri": "w.json", "sha256": sha["w.json"],
-                              "code": "code", "entrypoint": entrypoint} for i in range(1, runs + 1)]
-    doc["spec"]["datasets"] = [{"name": "d", "version": "1", "uri": "data.csv", "sha256": sha["data.csv"]}]
+                              "code": "code", "entrypoint": entrypoint}
+                             for i in range(1, math.ceil(runs / datasets) + 1)]
+    doc["spec"]["datasets"] = [{"name": "d" if datasets == 1 else f"d{j}", "version": "1", "uri": "data.csv",
+                                "sha256": sha["data.csv"]} for j in range(1, datasets + 1)]
     path = folder / "spread.matrix.yaml"
     path.write_text(json.dumps(doc, indent=1))
     return path
@@ -170,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", choices=MODELS, default="python",
                         help="the stand-in model: python (default; its interpreter's start costs this host ~42 ms of "
                              "CPU per run) or sh (~1.5 ms): on KWOK the run executes on this host, beside the gate")
+    parser.add_argument("--datasets", type=int, default=1,
+                        help="datasets D: the runs are runs/D models x D datasets (default 1; 10,000 runs need D > 1)")
     parser.add_argument("--py-spy", metavar="FILE", help="profile the gate with py-spy (raw stacks to FILE.<round>)")
     args = parser.parse_args(argv)
     rounds: list[dict[str, float]] = []
@@ -178,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix="hetero-benchspread-") as tmp:
                 folder = Path(tmp)
                 matrix = write_matrix(folder, tag, namespace, kubeconfig, args.runs, args.run_s, args.per_node,
-                                      args.model)
+                                      args.model, args.datasets)
                 before = plane_cpu(kubeconfig)
                 got = gate_round(folder, matrix, args.width, args.run_s, args.py_spy and f"{args.py_spy}.{r + 1}")
                 after = plane_cpu(kubeconfig)
