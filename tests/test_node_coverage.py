@@ -410,3 +410,30 @@ def test_an_older_bundle_does_not_overwrite_a_later_runs_status_on_a_node(tmp_pa
     for earlier in (node("2026-12-01T10:00:00Z"), node(pool["verified_at"]), node(None), node("not a time")):
         assert keep_latest(plan, [earlier]) == (plan, [])  # an earlier (or the same) run's, none, unreadable
     assert keep_latest(plan, []) == (plan, [])  # a node the cluster does not list: apply_plan says it is gone
+
+
+def test_a_node_created_since_the_run_began_is_not_published(tmp_path: Path) -> None:
+    """The run exercised n1; n1 was then deleted and created again under the same name (a replaced machine, an
+    autoscaler reusing a name). Publishing the bundle wrote the run's level on the new machine, which ran nothing.
+    A node whose creation time is after the signed run's start is now left out (``replaced``); one created before
+    it, one whose creation time is unknown, or a bundle without a start keep the plan."""
+    from pytest_hetero.status.publish import NodeSeen, not_replaced
+
+    [pool] = pool_status(matrix(tmp_path, None), run_items(False), "2026-12-02T10:00:00Z")
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))
+    assert [e["node"] for e in plan] == ["n1"]
+
+    def node(created: str | None) -> NodeSeen:
+        seen: NodeSeen = {"name": "n1", "labels": {}, "taints": [], "conditions": [], "annotations": {}}
+        if created is not None:
+            seen["created"] = created
+        return seen
+
+    started = "2026-12-02T09:00:00Z"
+    kept, replaced = not_replaced(plan, [node("2026-12-02T09:30:00+00:00")], started)
+    assert kept == [] and replaced == [{"node": "n1", "created": "2026-12-02T09:30:00+00:00", "run_started": started}]
+    for same in (node("2026-11-30T08:00:00+00:00"), node(None), node("not a time")):
+        assert not_replaced(plan, [same], started) == (plan, [])
+    assert not_replaced(plan, [node("2026-12-02T09:30:00+00:00")], None) == (plan, [])
+    assert not_replaced(plan, [node("2026-12-02T09:30:00+00:00")], "garbage") == (plan, [])
+    assert not_replaced(plan, [], started) == (plan, [])

@@ -51,12 +51,14 @@ def cmd_publish(args: argparse.Namespace) -> int:
         expiry_plan,
         keep_latest,
         left_as_is,
+        not_replaced,
         parse_now,
         publish_plan,
     )
 
     untouched: list[dict[str, str]] = []
     later: list[dict[str, str]] = []
+    replaced: list[dict[str, str]] = []
     try:
         now = parse_now(args.now)
         if args.expire:
@@ -70,8 +72,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
             status = _statuses(args, allow_unsigned=False)[0]
             plan = publish_plan(status["validation"]["pools"], status["digest"], now, args.taint, args.require_level)
             untouched = left_as_is(status["validation"]["pools"], plan)
-            if not args.dry_run:  # a node a later run's status stands on keeps it (one node list)
-                plan, later = keep_latest(plan, read_nodes(args.kubeconfig, args.context))
+            if not args.dry_run:  # one node list: a node a later run's status stands on keeps it; a node created
+                # since the run began is not the node the run exercised
+                seen = read_nodes(args.kubeconfig, args.context)
+                plan, later = keep_latest(plan, seen)
+                began = status["run"].get("started_at")
+                plan, replaced = not_replaced(plan, seen, began if isinstance(began, str) else None)
         done = apply_plan(plan, args.taint, args.kubeconfig, args.context) if not args.dry_run else []
     except PublishRefused as exc:
         print(exc.render(), file=sys.stderr)
@@ -87,9 +93,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
     for kept in later:
         print(f"node {kept['node']}: left as a later run published it ({kept['key']} verified at {kept['published']}, "
               f"this bundle's run at {kept['ours']})", file=sys.stderr)
+    for new in replaced:
+        print(f"node {new['node']} was created at {new['created']}, after the run began ({new['run_started']}): "
+              "not the node the run exercised, nothing written on it", file=sys.stderr)
     out: dict[str, Any] = {"plan": plan, "applied": done, "dry_run": args.dry_run}
     if not args.expire:
         out["not_exercised"] = untouched  # unvalidated by this bundle: left as they are
         out["later_status_kept"] = later  # a later run's status stands there: not overwritten by this older bundle
+        out["replaced"] = replaced  # created since the run began: not the node that ran
     print(json.dumps(out, indent=1, sort_keys=True))
     return 0

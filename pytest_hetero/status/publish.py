@@ -28,7 +28,7 @@ level its pools reached on it, expiring with the first of them; the condition's 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.status.compute import LEVELS, expired, label_key, parse_time
@@ -86,13 +86,15 @@ class TaintSeen(TypedDict):
 
 class NodeSeen(TypedDict):
     """A node as the cluster holds it now (what :func:`expiry_plan` reads): its ``name``, ``labels``,
-    ``annotations``, ``taints`` and ``conditions``."""
+    ``annotations``, ``taints`` and ``conditions``; ``created``, its ``metadata.creationTimestamp`` (ISO 8601), when
+    read (:func:`not_replaced`)."""
 
     name: str
     labels: dict[str, str]
     annotations: dict[str, str]
     taints: list[TaintSeen]
     conditions: list[ConditionSeen]
+    created: NotRequired[str]
 
 
 def _condition(key: str, ok: bool, reason: str, message: str) -> ConditionPatch:
@@ -223,6 +225,36 @@ def keep_latest(plan: list[NodeChange], nodes: list[NodeSeen]) -> tuple[list[Nod
             kept.append(entry)
         else:
             left.append(later)
+    return kept, left
+
+
+def not_replaced(plan: list[NodeChange], nodes: list[NodeSeen], started: str | None
+                 ) -> tuple[list[NodeChange], list[dict[str, str]]]:
+    """``plan`` less the nodes created after the run began (``started``: the signed run's ``started_at``, ISO 8601):
+    a node of that name was deleted and created again since (a replaced machine, an autoscaler reusing a name), so
+    what holds the name now is not the node the run exercised, and nothing of the run is written on it. ``nodes``:
+    what the cluster holds now (:class:`NodeSeen`); a node not among them, or whose creation time is not read, is
+    kept, as is every node when ``started`` is None or not a time (a bundle that states no start). Returns (plan
+    kept, ``[{"node", "created", "run_started"}]`` of the nodes left out)."""
+    try:
+        began = parse_time(started) if started else None
+    except ValueError:
+        began = None
+    if began is None:
+        return plan, []
+    created = {n["name"]: n["created"] for n in nodes if n.get("created")}
+    kept: list[NodeChange] = []
+    left: list[dict[str, str]] = []
+    for entry in plan:
+        when = created.get(entry["node"])
+        try:
+            newer = when is not None and parse_time(when) > began
+        except ValueError:
+            newer = False
+        if newer and when is not None:
+            left.append({"node": entry["node"], "created": when, "run_started": str(started)})
+        else:
+            kept.append(entry)
     return kept, left
 
 

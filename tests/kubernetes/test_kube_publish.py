@@ -115,6 +115,43 @@ def publisher_kubeconfig(cluster: Cluster, tmp: Path, drop_status: bool = False)
     return path
 
 
+def gpu_node(cluster: Cluster, node: str, tag: str, taint: str) -> None:
+    """Create KWOK node ``node`` of pool ``pub-<tag>``: 8 fake GPUs, tainted ``taint``; wait until it is Ready."""
+    cap = {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    cluster.core.create_node({  # type: ignore[arg-type]  # a manifest dict, sent as it is
+        "metadata": {"name": node, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                     "labels": {POOL: f"pub-{tag}", SESSION: cluster.suffix, "kubernetes.io/hostname": node, **GFD}},
+        "spec": {"taints": [{"key": taint, "effect": "NoSchedule"}]}})
+    cluster.core.patch_node_status(node, {"status": {"capacity": cap, "allocatable": cap, "conditions": []}})
+    wait_for(lambda: schedulable(cluster.core.read_node(node)), 60, f"node {node} Ready")
+
+
+def signed_run(cluster: Cluster, tmp: Path, tag: str, domain: str, taint: str,
+               tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The signed bundle (key ``tmp/key``) of a gate run of profile ``quick`` (discovery → scheduling → startup) on
+    pool ``pub-<tag>``."""
+    doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace, [{
+        "name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": "1"},
+        "pool": f"pub-{tag}", "tolerations": [{"key": taint, "operator": "Exists", "effect": "NoSchedule"}],
+        "expect": {"devices": 8}}], layers={"discovery": {"timeout": "20s"}, "scheduling": {"timeout": "30s"},
+                                            "startup": {"timeout": "30s"}}, name="pub"))
+    doc["spec"]["validation"] = {"valid_for": "2h", "domain": domain}
+    doc["spec"]["profiles"] = {"quick": {"layers": ["discovery", "scheduling", "startup"]}}
+    (tmp / "pub.matrix.yaml").write_text(json.dumps(doc))
+    assert hetero("keygen", str(tmp / "key")).returncode == 0
+    # module-scoped, so before any test's outside_inputs: the run is allowed the matrix's cases/ itself
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HETERO_ALLOW_PATHS": outside_paths(tmp_path_factory),
+           "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                          str(tmp / "pub.matrix.yaml"), "--hetero-profile", "quick", "--hetero-kube-context",
+                          "hetero", "--hetero-report-dir", str(tmp / "reports"), "--hetero-sign-key",
+                          str(tmp / "key")], capture_output=True, text=True, env=env, cwd=tmp, timeout=600,
+                         check=False)
+    bundles = sorted((tmp / "reports").iterdir())
+    assert len(bundles) == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    return bundles[0]
+
+
 @pytest.fixture(scope="module")
 def published(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Published]:
     """A new tainted fake-GPU KWOK node, and a signed bundle of the gate run on it (discovery →
@@ -122,35 +159,11 @@ def published(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
     tag = uuid.uuid4().hex[:5]
     domain, node = f"t{tag}.hetero.test", f"pubgpu-{cluster.suffix}-{tag}"
     taint = f"validation.{domain}/unvalidated"
-    cap = {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": "8"}
-    cluster.core.create_node({  # type: ignore[arg-type]  # a manifest dict, sent as it is
-        "metadata": {"name": node, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                     "labels": {POOL: f"pub-{tag}", SESSION: cluster.suffix, "kubernetes.io/hostname": node, **GFD}},
-        "spec": {"taints": [{"key": taint, "effect": "NoSchedule"}]}})
-    cluster.core.patch_node_status(node, {"status": {"capacity": cap, "allocatable": cap, "conditions": []}})
     try:
-        wait_for(lambda: schedulable(cluster.core.read_node(node)), 60, f"node {node} Ready")
+        gpu_node(cluster, node, tag, taint)
         tmp = tmp_path_factory.mktemp("publish")
-        doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace, [{
-            "name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": "1"},
-            "pool": f"pub-{tag}", "tolerations": [{"key": taint, "operator": "Exists", "effect": "NoSchedule"}],
-            "expect": {"devices": 8}}], layers={"discovery": {"timeout": "20s"}, "scheduling": {"timeout": "30s"},
-                                                "startup": {"timeout": "30s"}}, name="pub"))
-        doc["spec"]["validation"] = {"valid_for": "2h", "domain": domain}
-        doc["spec"]["profiles"] = {"quick": {"layers": ["discovery", "scheduling", "startup"]}}
-        (tmp / "pub.matrix.yaml").write_text(json.dumps(doc))
-        assert hetero("keygen", str(tmp / "key")).returncode == 0
-        # module-scoped, so before any test's outside_inputs: the run is allowed the matrix's cases/ itself
-        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HETERO_ALLOW_PATHS": outside_paths(tmp_path_factory),
-               "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-        run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                              str(tmp / "pub.matrix.yaml"), "--hetero-profile", "quick", "--hetero-kube-context",
-                              "hetero", "--hetero-report-dir", str(tmp / "reports"), "--hetero-sign-key",
-                              str(tmp / "key")], capture_output=True, text=True, env=env, cwd=tmp, timeout=600,
-                             check=False)
-        bundles = sorted((tmp / "reports").iterdir())
-        assert len(bundles) == 1, run.stdout[-3000:] + run.stderr[-3000:]
-        yield Published(cluster, node, domain, taint, bundles[0], tmp / "key.pub")
+        yield Published(cluster, node, domain, taint, signed_run(cluster, tmp, tag, domain, taint, tmp_path_factory),
+                        tmp / "key.pub")
     finally:
         try:
             cluster.core.delete_node(node)
@@ -276,3 +289,34 @@ def test_publish_refuses_unverified_bundles_and_names_a_missing_verb(published: 
     assert denied.returncode == 1
     assert "nodes/status" in denied.stderr or "forbidden" in denied.stderr.lower(), denied.stderr
     assert f"publish to node {p.node}" in denied.stderr and "nodes already published: none" in denied.stderr
+
+
+def test_a_node_created_again_since_the_run_is_not_published(
+    cluster: Cluster, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The run exercised a node; the node was then deleted and created again under the same name (a replaced
+    machine). ``hetero publish`` wrote the run's level, condition and annotations on the new machine, which ran
+    nothing. Now it is left out, ``replaced`` (its creationTimestamp is after the signed run's start)."""
+    tag = uuid.uuid4().hex[:5]
+    domain, node = f"t{tag}.hetero.test", f"pubnew-{cluster.suffix}-{tag}"
+    taint = f"validation.{domain}/unvalidated"
+    try:
+        gpu_node(cluster, node, tag, taint)
+        bundle = signed_run(cluster, tmp_path, tag, domain, taint, tmp_path_factory)
+        cluster.core.delete_node(node)
+        listed: Any = cluster.core
+        wait_for(lambda: node not in [n.metadata.name for n in listed.list_node().items], 30, f"node {node} deleted")
+        time.sleep(1.1)  # creationTimestamp has whole seconds: the new node's is after the run's start
+        gpu_node(cluster, node, tag, taint)
+        done = hetero("publish", str(bundle), "--to", "kubernetes", "--key", str(tmp_path / "key.pub"))
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        assert [r["node"] for r in out["replaced"]] == [node] and out["applied"] == [], out
+        assert f"node {node} was created at" in done.stderr
+        labels = listed.read_node(node).metadata.labels or {}
+        assert not [k for k in labels if k.startswith(f"validation.{domain}/")], labels
+    finally:
+        try:
+            cluster.core.delete_node(node)
+        except ApiException:
+            pass

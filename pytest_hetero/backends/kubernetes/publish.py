@@ -34,18 +34,26 @@ def _core(kubeconfig: str | None, context: str | None) -> client.CoreV1Api:
 
 def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | None = None) -> list[NodeSeen]:
     """``[{"name", "labels", "annotations", "taints": [{key, value, effect}], "conditions": [{type, status,
-    reason, message}]}]`` of ``names`` (every node when None). Raises ActionFailed (e.g. ``forbidden_rbac``)."""
+    reason, message}], "created"}]`` of ``names`` (every node when None; ``created``: ``metadata.creationTimestamp``,
+    ISO 8601, when the apiserver gave one). Raises ActionFailed (e.g. ``forbidden_rbac``)."""
     core = _core(kubeconfig, context)
     nodes: list[Any]
     try:
         nodes = [core.read_node(n) for n in names] if names is not None else list(core.list_node().items)
     except ApiException as exc:
         raise api_outcome(exc, "read nodes") from None
-    return [{"name": n.metadata.name, "labels": dict(n.metadata.labels or {}),
-             "annotations": dict(n.metadata.annotations or {}),
-             "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in n.spec.taints or []],
-             "conditions": [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
-                            for c in n.status.conditions or []]} for n in nodes]
+    seen: list[NodeSeen] = []
+    for n in nodes:
+        node: NodeSeen = {
+            "name": n.metadata.name, "labels": dict(n.metadata.labels or {}),
+            "annotations": dict(n.metadata.annotations or {}),
+            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in n.spec.taints or []],
+            "conditions": [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+                           for c in n.status.conditions or []]}
+        if n.metadata.creation_timestamp is not None:
+            node["created"] = n.metadata.creation_timestamp.isoformat()
+        seen.append(node)
+    return seen
 
 
 class Published(TypedDict):
