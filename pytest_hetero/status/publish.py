@@ -34,6 +34,8 @@ from pytest_hetero.errors import HeteroError
 from pytest_hetero.status.compute import LEVELS, expired, label_key, parse_time
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pytest_hetero.evidence.document import PoolStatus
 
 EXPIRES = ".expires-at"
@@ -206,26 +208,16 @@ def keep_latest(plan: list[NodeChange], nodes: list[NodeSeen]) -> tuple[list[Nod
     annotation that does not read as a time is ignored). Returns (plan kept, ``[{"node", "key", "published",
     "ours"}]`` of the nodes left out)."""
     held = {n["name"]: n["annotations"] for n in nodes}
-    kept: list[NodeChange] = []
-    left: list[dict[str, str]] = []
-    for entry in plan:
-        later = None
+
+    def later(entry: NodeChange) -> dict[str, str] | None:
+        theirs = held.get(entry["node"], {})
         for name, ours in entry["annotations"].items():
-            theirs = held.get(entry["node"], {}).get(name)
-            if not name.endswith(VERIFIED) or ours is None or theirs is None:
-                continue
-            try:
-                if parse_time(str(theirs)) > parse_time(ours):
-                    later = {"node": entry["node"], "key": name[: -len(VERIFIED)], "published": str(theirs),
-                             "ours": ours}
-                    break
-            except ValueError:
-                continue
-        if later is None:
-            kept.append(entry)
-        else:
-            left.append(later)
-    return kept, left
+            if name.endswith(VERIFIED) and ours is not None and _after(theirs.get(name), ours):
+                return {"node": entry["node"], "key": name[: -len(VERIFIED)], "published": str(theirs[name]),
+                        "ours": ours}
+        return None
+
+    return _leave_out(plan, later)
 
 
 def not_replaced(plan: list[NodeChange], nodes: list[NodeSeen], started: str | None
@@ -236,25 +228,36 @@ def not_replaced(plan: list[NodeChange], nodes: list[NodeSeen], started: str | N
     what the cluster holds now (:class:`NodeSeen`); a node not among them, or whose creation time is not read, is
     kept, as is every node when ``started`` is None or not a time (a bundle that states no start). Returns (plan
     kept, ``[{"node", "created", "run_started"}]`` of the nodes left out)."""
-    try:
-        began = parse_time(started) if started else None
-    except ValueError:
-        began = None
-    if began is None:
-        return plan, []
     created = {n["name"]: n["created"] for n in nodes if n.get("created")}
+
+    def replaced(entry: NodeChange) -> dict[str, str] | None:
+        when = created.get(entry["node"])
+        if when is None or started is None or not _after(when, started):
+            return None
+        return {"node": entry["node"], "created": when, "run_started": started}
+
+    return _leave_out(plan, replaced)
+
+
+def _after(text: object, than: str) -> bool:
+    """Whether ``text`` is a time (ISO 8601) later than ``than``; False when either does not read as a time."""
+    try:
+        return text is not None and parse_time(str(text)) > parse_time(than)
+    except ValueError:
+        return False
+
+
+def _leave_out(plan: list[NodeChange], why: Callable[[NodeChange], dict[str, str] | None]
+               ) -> tuple[list[NodeChange], list[dict[str, str]]]:
+    """(the entries of ``plan`` for which ``why`` gives None, what it gave for the others)."""
     kept: list[NodeChange] = []
     left: list[dict[str, str]] = []
     for entry in plan:
-        when = created.get(entry["node"])
-        try:
-            newer = when is not None and parse_time(when) > began
-        except ValueError:
-            newer = False
-        if newer and when is not None:
-            left.append({"node": entry["node"], "created": when, "run_started": str(started)})
-        else:
+        reason = why(entry)
+        if reason is None:
             kept.append(entry)
+        else:
+            left.append(reason)
     return kept, left
 
 
