@@ -164,9 +164,9 @@ class Prelude:
             del self._window[:cut]
 
     def _keep(self, data: bytearray) -> None:
-        room = PRELUDE_BYTES - len(self.kept)
-        self.kept += data[:max(room, 0)]
-        self.dropped += max(len(data) - max(room, 0), 0)
+        room = max(PRELUDE_BYTES - len(self.kept), 0)
+        self.kept += data[:room]
+        self.dropped += max(len(data) - room, 0)
 
     def text(self) -> str | None:
         """The prelude as text (UTF-8, invalid bytes replaced), None when the marker did not come; when more than
