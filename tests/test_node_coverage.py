@@ -437,3 +437,51 @@ def test_a_node_created_since_the_run_began_is_not_published(tmp_path: Path) -> 
     assert not_replaced(plan, [node("2026-12-02T09:30:00+00:00")], None) == (plan, [])
     assert not_replaced(plan, [node("2026-12-02T09:30:00+00:00")], "garbage") == (plan, [])
     assert not_replaced(plan, [], started) == (plan, [])
+
+
+def test_a_node_of_another_uid_is_not_published_whatever_the_clocks_say(tmp_path: Path) -> None:
+    """The run's discovery read n1 as machine u-1; n1 was then deleted and created again under the same name (u-2).
+    Before, only its creationTimestamp against the run's start told it: a bundle that states no start, or a gate clock
+    ahead of the apiserver's, wrote the run's level on the new machine. The uid discovery read is now in
+    ``node_status`` and publish leaves out a node whose uid is another, whatever the times say."""
+    from pytest_hetero.status.publish import NodeSeen, node_uids, not_replaced
+
+    items = run_items(False)
+    items[0] = item("discovery", "passed", rec("discovery.snapshot", nodes=[{"name": n, "uid": f"u-{n}"} for n in POOL]))
+    [pool] = pool_status(matrix(tmp_path, None), items, "2026-12-02T10:00:00Z")
+    assert [(e["node"], e.get("uid")) for e in pool["node_status"]] == [("n1", "u-n1")]
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))
+
+    def node(uid: str | None, created: str = "2026-11-30T08:00:00+00:00") -> NodeSeen:
+        seen: NodeSeen = {"name": "n1", "labels": {}, "taints": [], "conditions": [], "annotations": {},
+                          "created": created}
+        if uid is not None:
+            seen["uid"] = uid
+        return seen
+
+    uids = node_uids([pool])
+    assert uids == {"n1": {"u-n1"}}
+    for started in ("2026-12-02T09:00:00Z", None):  # created long before the run began, or a bundle with no start
+        kept, replaced = not_replaced(plan, [node("u-new")], started, uids)
+        assert kept == [] and replaced == [{"node": "n1", "uid": "u-new", "run_uid": "u-n1"}]
+        assert not_replaced(plan, [node("u-n1")], started, uids) == (plan, [])  # the machine that ran
+    assert not_replaced(plan, [node(None)], None, uids) == (plan, [])  # the cluster names no uid: the times decide
+    # a bundle written before uids were recorded: the creation time still tells
+    late = node("u-new", "2026-12-02T09:30:00+00:00")
+    assert not_replaced(plan, [late], "2026-12-02T09:00:00Z", {})[1] == [
+        {"node": "n1", "created": "2026-12-02T09:30:00+00:00", "run_started": "2026-12-02T09:00:00Z"}]
+    # a second pool's discovery read n1 as another machine: no one machine was read under the name
+    assert not_replaced(plan, [node("u-n1")], None, {"n1": {"u-n1", "u-other"}})[0] == []
+
+
+def test_a_node_listed_under_two_uids_has_no_discovery_of_its_own(tmp_path: Path) -> None:
+    """Two discovery snapshots of the pool read n1 as two machines (replaced while the pool was read): no one machine
+    was read under the name, so its discovery is not_run there, its level none and its status names no uid."""
+    items = run_items(False)
+    items[0] = item("discovery", "passed",
+                    rec("discovery.snapshot", nodes=[{"name": n, "uid": f"u-{n}"} for n in POOL]),
+                    rec("discovery.snapshot", nodes=[{"name": "n1", "uid": "u-again"}]))
+    [pool] = pool_status(matrix(tmp_path, None), items, "2026-12-02T10:00:00Z")
+    [n1] = pool["node_status"]
+    assert "uid" not in n1 and n1["task_types"]["batch-inference"]["layers"]["discovery"] == "not_run"
+    assert levels(pool) == {"n1": "none"}

@@ -331,9 +331,12 @@ class NodeFacts(TypedDict):
     ``ready`` the Ready condition's status (``Unknown`` without one) with its ``ready_reason`` and
     ``ready_message``, every other condition, ``unschedulable`` (cordoned), ``taints``, ``labels``,
     ``capacity``/``allocatable`` of the requested resource names (quantity strings; None: not advertised),
-    ``simulated`` (a KWOK node)."""
+    ``simulated`` (a KWOK node); ``uid``, its ``metadata.uid`` (the machine, where a name can be reused: ``hetero
+    publish`` writes nothing on a node of that name whose uid is another, :func:`pytest_hetero.status.publish.
+    not_replaced`; absent from evidence written before it, and a third party's engine may leave it out)."""
 
     name: str
+    uid: NotRequired[str | None]
     resource_version: NotRequired[str | None]
     ready: str
     ready_reason: str | None

@@ -51,6 +51,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         expiry_plan,
         keep_latest,
         left_as_is,
+        node_uids,
         not_replaced,
         parse_now,
         publish_plan,
@@ -72,12 +73,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
             status = _statuses(args, allow_unsigned=False)[0]
             plan = publish_plan(status["validation"]["pools"], status["digest"], now, args.taint, args.require_level)
             untouched = left_as_is(status["validation"]["pools"], plan)
-            if not args.dry_run:  # one node list: a node a later run's status stands on keeps it; a node created
-                # since the run began is not the node the run exercised
+            if not args.dry_run:  # one node list: a node a later run's status stands on keeps it; a node of another
+                # uid, or created since the run began, is not the node the run exercised
                 seen = read_nodes(args.kubeconfig, args.context)
                 plan, later = keep_latest(plan, seen)
                 began = status["run"].get("started_at")
-                plan, replaced = not_replaced(plan, seen, began if isinstance(began, str) else None)
+                plan, replaced = not_replaced(plan, seen, began if isinstance(began, str) else None,
+                                              node_uids(status["validation"]["pools"]))
         done = apply_plan(plan, args.taint, args.kubeconfig, args.context) if not args.dry_run else []
     except PublishRefused as exc:
         print(exc.render(), file=sys.stderr)
@@ -94,12 +96,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
         print(f"node {kept['node']}: left as a later run published it ({kept['key']} verified at {kept['published']}, "
               f"this bundle's run at {kept['ours']})", file=sys.stderr)
     for new in replaced:
-        print(f"node {new['node']} was created at {new['created']}, after the run began ({new['run_started']}): "
-              "not the node the run exercised, nothing written on it", file=sys.stderr)
+        why = (f"is uid {new['uid']}, the run read uid {new['run_uid']}" if "uid" in new else
+               f"was created at {new['created']}, after the run began ({new['run_started']})")
+        print(f"node {new['node']} {why}: not the node the run exercised, nothing written on it", file=sys.stderr)
     out: dict[str, Any] = {"plan": plan, "applied": done, "dry_run": args.dry_run}
     if not args.expire:
         out["not_exercised"] = untouched  # unvalidated by this bundle: left as they are
         out["later_status_kept"] = later  # a later run's status stands there: not overwritten by this older bundle
-        out["replaced"] = replaced  # created since the run began: not the node that ran
+        out["replaced"] = replaced  # another uid, or created since the run began: not the node that ran
     print(json.dumps(out, indent=1, sort_keys=True))
     return 0

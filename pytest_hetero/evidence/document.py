@@ -470,10 +470,13 @@ class TaskTypeLevel(TypedDict):
 
 
 class NodeStatus(TypedDict):
-    """One node of a pool the run exercised, and each task type's validation level on it."""
+    """One node of a pool the run exercised, and each task type's validation level on it; ``uid``, the node's
+    ``metadata.uid`` as discovery read it (absent where discovery did not list the node, its snapshots disagreed, or
+    the engine names no uid): ``hetero publish`` writes nothing on a node of that name with another uid."""
 
     node: str
     task_types: dict[str, TaskTypeLevel]
+    uid: NotRequired[str]
 
 
 class PoolStatus(TypedDict):

@@ -119,9 +119,11 @@ class PendingData(TypedDict, total=False):
 class SnapshotNode(TypedDict):
     """One node of a pool's ``discovery.snapshot`` (:mod:`pytest_hetero.backends.kubernetes.inventory`):
     capacity and allocatable by resource name (Kubernetes quantities), and what the pods bound to it
-    requested (None when the pods could not be listed)."""
+    requested (None when the pods could not be listed); its ``uid`` (``metadata.uid``; None where not served, absent
+    from records written before it was)."""
 
     name: str
+    uid: NotRequired[str | None]
     capacity: NotRequired[dict[str, str | None]]
     allocatable: NotRequired[dict[str, str | None]]
     requested_by_pods: NotRequired[dict[str, float] | None]

@@ -5,12 +5,12 @@ A **pool** is a matrix resource. Its ``nodes`` are the nodes a workload of the p
 item's ``startup.node`` records), never the nodes that merely match its selector: a claim covers exactly
 what ran (empty on engines that place nothing, e.g. the local host); and the nodes a node-scoped discovery failure
 names (``discovery.nodes``), whatever ran on them, at level ``none``, so ``hetero publish`` withdraws what an
-earlier bundle said of them instead of leaving it. Each of them has its own level
-(``node_status``): discovery as the pool's (its check reads every node it lists; with node-level coverage, a
-discovery that failed on some nodes only, ``discovery.nodes``, is failed on those and passed on the others; ``not_run``
-on a node its snapshot did not list, one that joined the pool after discovery read it, so its level is ``none``
-whatever ran there), scheduling where the
-pool's passed
+earlier bundle said of them instead of leaving it. Each of them has its own level (``node_status``, with the
+``uid`` discovery read of the node where its snapshots listed exactly one): discovery as the pool's (its check reads
+every node it lists; with node-level coverage, a discovery that failed on some nodes only, ``discovery.nodes``, is
+failed on those and passed on the others; ``not_run`` on a node its snapshot did not list, one that joined the pool
+after discovery read it, or one its snapshots listed under two uids, two machines under one name, so its level is
+``none`` whatever ran there), scheduling where the pool's passed
 and a workload was placed on the node, and startup, model and business from what ran **on that node**:
 every claim of the layer (startup: each image; model/business: each model × dataset of the task type) must
 have run there and passed (``not_run`` where it ran only on other nodes); a claim no record ties to a node
@@ -31,7 +31,7 @@ pool's items that did not pass (``not_applicable`` included).
 Shape of :func:`validation_status` (it is ``evidence["validation"]``, signed in the run's predicate)::
 
     {"pools": [{"matrix", "pool", "type", "vendor", "requests", "node_selector", "queue", "nodes",
-                "coverage", "node_status": [{"node", "task_types": {task_type: {"level", "layers"}}}],
+                "coverage", "node_status": [{"node", "uid"?, "task_types": {task_type: {"level", "layers"}}}],
                 "unvalidated": [{"node", "status": "unvalidated", "reason"}], "model_runs_on": [node],
                 "domain", "verified_at", "valid_for_s", "expires_at", "owners",
                 "task_types": {task_type: {"level", "layers": {layer: summary}, "models": ["name@version"]}},
@@ -53,6 +53,7 @@ from pytest_hetero.evidence.spool import pick, where
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import (
         ItemDict,
+        NodeStatus,
         PoolStatus,
         RecordDict,
         TaskTypeLevel,
@@ -152,6 +153,10 @@ class _NodeFacts:
         self.listed: set[str] | None = None
         """The nodes a discovery snapshot of the pool listed (None: no snapshot listed nodes). A node exercised later
         that it does not hold (one that joined the pool after discovery read it) was never read by discovery."""
+        self.uids: dict[str, set[str]] = {}
+        """The ``metadata.uid``s discovery's snapshots read of each node they listed with one. More than one: the
+        name held two machines while the pool was read, so no one machine was read under it (its discovery is
+        :data:`NOT_RUN_HERE`, and its ``node_status`` names no uid)."""
         model_node: dict[tuple[Any, ...], str] = {}
         for item in items:
             if item["layer"] == "model" and (node := _item_node(item)):
@@ -187,6 +192,9 @@ class _NodeFacts:
                 self.discovery_passed.update(scope["passed"])
             elif (snapshot := data_of(record, SNAPSHOT)) is not None and "nodes" in snapshot:  # a pool's, not a host's
                 self.listed = (self.listed or set()) | {n["name"] for n in snapshot["nodes"]}
+                for node in snapshot["nodes"]:
+                    if (uid := node.get("uid")) is not None:
+                        self.uids.setdefault(node["name"], set()).add(str(uid))
 
     def _read(self, claim: tuple[str, tuple[Any, ...]], record: RecordDict) -> None:
         """Take in one record of an item of ``claim``: a placement, a node's outcome, the coverage choice."""
@@ -234,12 +242,14 @@ class _NodeFacts:
     def layers(self, node: str, pool: Mapping[str, str], models: set[str]) -> dict[str, str]:
         """``{layer: summary}`` of ``node`` (``pool``: the pool's summary of every layer, as :func:`pool_status`
         builds it): discovery as the pool's (its check covers every node it listed; :data:`NOT_RUN_HERE` on a node
-        it did not list, one that joined the pool later),
+        it did not list, one that joined the pool later, or listed under two uids),
         scheduling passed where the pool's passed and a workload of it was placed on the node, the rest
         from what ran on the node (:meth:`statuses`)."""
         out = {"discovery": pool["discovery"]}
         if self.listed is not None and node not in self.listed and node not in self.discovery_failed:
             out["discovery"] = NOT_RUN_HERE  # it joined the pool after discovery read it: nothing read it
+        elif len(self.uids.get(node, ())) > 1 and node not in self.discovery_failed:
+            out["discovery"] = NOT_RUN_HERE  # two machines were read under its name: neither is known to be this one
         elif node in self.discovery_failed:  # discovery failed on this node: no higher pass stands in for it
             out["discovery"] = "failed"
         elif node in self.discovery_passed:  # it failed on other nodes only: passed here
@@ -250,6 +260,14 @@ class _NodeFacts:
         for layer in ("model", "business"):
             out[layer] = layer_summary(self.statuses(layer, node, models))
         return out
+
+
+def _node_status(node: str, task_types: dict[str, TaskTypeLevel], uids: set[str]) -> NodeStatus:
+    """One ``node_status`` entry: ``uid`` (the machine discovery read under that name) only where exactly one was."""
+    out: NodeStatus = {"node": node, "task_types": task_types}
+    if len(uids) == 1:
+        out["uid"] = next(iter(uids))
+    return out
 
 
 def _unvalidated(items: Sequence[ItemDict], facts: _NodeFacts, coverage: str) -> list[UnvalidatedNode]:
@@ -312,7 +330,7 @@ def pool_status(matrix: Matrix, items: Sequence[ItemDict], finished_at: str) -> 
             "matrix": matrix.name, "pool": resource.name, "type": resource.type, "vendor": resource.vendor,
             "requests": dict(resource.requests), "node_selector": dict(resource.node_selector),
             "queue": resource.queue, "nodes": list(facts.order), "coverage": coverage,
-            "node_status": [{"node": node, "task_types": per_node[node]} for node in facts.order],
+            "node_status": [_node_status(node, per_node[node], facts.uids.get(node, set())) for node in facts.order],
             "unvalidated": _unvalidated(mine, facts, coverage),
             "model_runs_on": ran_models, "domain": matrix.validation_domain,
             "verified_at": iso(verified), "valid_for_s": matrix.valid_for_s,

@@ -34,7 +34,7 @@ from pytest_hetero.errors import HeteroError
 from pytest_hetero.status.compute import LEVELS, expired, label_key, parse_time
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from pytest_hetero.evidence.document import PoolStatus
 
@@ -88,8 +88,8 @@ class TaintSeen(TypedDict):
 
 class NodeSeen(TypedDict):
     """A node as the cluster holds it now (what :func:`expiry_plan` reads): its ``name``, ``labels``,
-    ``annotations``, ``taints`` and ``conditions``; ``created``, its ``metadata.creationTimestamp`` (ISO 8601), when
-    read (:func:`not_replaced`)."""
+    ``annotations``, ``taints`` and ``conditions``; ``created``, its ``metadata.creationTimestamp`` (ISO 8601), and
+    ``uid``, its ``metadata.uid``, when read (:func:`not_replaced`)."""
 
     name: str
     labels: dict[str, str]
@@ -97,6 +97,7 @@ class NodeSeen(TypedDict):
     taints: list[TaintSeen]
     conditions: list[ConditionSeen]
     created: NotRequired[str]
+    uid: NotRequired[str]
 
 
 def _condition(key: str, ok: bool, reason: str, message: str) -> ConditionPatch:
@@ -220,23 +221,46 @@ def keep_latest(plan: list[NodeChange], nodes: list[NodeSeen]) -> tuple[list[Nod
     return _leave_out(plan, later)
 
 
-def not_replaced(plan: list[NodeChange], nodes: list[NodeSeen], started: str | None
-                 ) -> tuple[list[NodeChange], list[dict[str, str]]]:
-    """``plan`` less the nodes created after the run began (``started``: the signed run's ``started_at``, ISO 8601):
-    a node of that name was deleted and created again since (a replaced machine, an autoscaler reusing a name), so
-    what holds the name now is not the node the run exercised, and nothing of the run is written on it. ``nodes``:
-    what the cluster holds now (:class:`NodeSeen`); a node not among them, or whose creation time is not read, is
-    kept, as is every node when ``started`` is None or not a time (a bundle that states no start). Returns (plan
-    kept, ``[{"node", "created", "run_started"}]`` of the nodes left out)."""
-    created = {n["name"]: n["created"] for n in nodes if n.get("created")}
+def not_replaced(plan: list[NodeChange], nodes: list[NodeSeen], started: str | None,
+                 ran_on: Mapping[str, set[str]] | None = None) -> tuple[list[NodeChange], list[dict[str, str]]]:
+    """``plan`` less the nodes that are not the machine the run exercised under their name: a node of that name was
+    deleted and created again since (a replaced machine, an autoscaler reusing a name), so nothing of the run is
+    written on it. Told by the node's ``metadata.uid``, where the run recorded one (``ran_on``: node → the uids the
+    run's discovery read under that name, :func:`node_uids`): another uid now is another machine, whatever the clocks
+    say; else by its ``creationTimestamp`` later than the run's start (``started``: the signed run's ``started_at``,
+    ISO 8601; the apiserver's clock against the gate's). ``nodes``: what the cluster holds now (:class:`NodeSeen`); a
+    node not among them is kept, as is one whose uid is not read nor recorded and whose creation time is not read or
+    not later, or every such node when ``started`` is None or not a time (a bundle that states no start). Returns
+    (plan kept, the nodes left out: ``{"node", "uid", "run_uid"}`` when told by the uid (``run_uid``: the recorded
+    ones, comma-separated), else ``{"node", "created", "run_started"}``)."""
+    seen = {n["name"]: n for n in nodes}
+    recorded = ran_on or {}
 
     def replaced(entry: NodeChange) -> dict[str, str] | None:
-        when = created.get(entry["node"])
+        node = seen.get(entry["node"])
+        if node is None:
+            return None
+        uid, theirs = node.get("uid"), recorded.get(entry["node"])
+        if uid and theirs and (uid not in theirs or len(theirs) > 1):
+            return {"node": entry["node"], "uid": uid, "run_uid": ", ".join(sorted(theirs))}
+        when = node.get("created")
         if when is None or started is None or not _after(when, started):
             return None
         return {"node": entry["node"], "created": when, "run_started": started}
 
     return _leave_out(plan, replaced)
+
+
+def node_uids(pools: list[PoolStatus]) -> dict[str, set[str]]:
+    """Each node → every ``uid`` the pools' ``node_status`` recorded for it (a node with none recorded is absent: a
+    bundle written before uids were, or an engine that names none). More than one: discovery read two machines under
+    one name, and :func:`not_replaced` takes neither for the node now."""
+    out: dict[str, set[str]] = {}
+    for pool in pools:
+        for entry in pool.get("node_status") or []:
+            if (uid := entry.get("uid")) is not None:
+                out.setdefault(entry["node"], set()).add(str(uid))
+    return out
 
 
 def _after(text: object, than: str) -> bool:

@@ -296,23 +296,27 @@ def test_a_node_created_again_since_the_run_is_not_published(
 ) -> None:
     """The run exercised a node; the node was then deleted and created again under the same name (a replaced
     machine). ``hetero publish`` wrote the run's level, condition and annotations on the new machine, which ran
-    nothing. Now it is left out, ``replaced`` (its creationTimestamp is after the signed run's start)."""
+    nothing. Now it is left out, ``replaced``: the signed status names the uid discovery read of the node, and the
+    node now holding the name has another."""
     tag = uuid.uuid4().hex[:5]
     domain, node = f"t{tag}.hetero.test", f"pubnew-{cluster.suffix}-{tag}"
     taint = f"validation.{domain}/unvalidated"
     try:
         gpu_node(cluster, node, tag, taint)
-        bundle = signed_run(cluster, tmp_path, tag, domain, taint, tmp_path_factory)
-        cluster.core.delete_node(node)
         listed: Any = cluster.core
+        first = str(listed.read_node(node).metadata.uid)
+        bundle = signed_run(cluster, tmp_path, tag, domain, taint, tmp_path_factory)
+        pools = json.loads((bundle / "evidence.json").read_text())["validation"]["pools"]
+        assert [(e["node"], e.get("uid")) for p in pools for e in p["node_status"]] == [(node, first)], pools
+        cluster.core.delete_node(node)
         wait_for(lambda: node not in [n.metadata.name for n in listed.list_node().items], 30, f"node {node} deleted")
-        time.sleep(1.1)  # creationTimestamp has whole seconds: the new node's is after the run's start
         gpu_node(cluster, node, tag, taint)
+        again = str(listed.read_node(node).metadata.uid)
         done = hetero("publish", str(bundle), "--to", "kubernetes", "--key", str(tmp_path / "key.pub"))
         assert done.returncode == 0, done.stderr
         out = json.loads(done.stdout)
-        assert [r["node"] for r in out["replaced"]] == [node] and out["applied"] == [], out
-        assert f"node {node} was created at" in done.stderr
+        assert out["replaced"] == [{"node": node, "uid": again, "run_uid": first}] and out["applied"] == [], out
+        assert f"node {node} is uid {again}, the run read uid {first}" in done.stderr
         labels = listed.read_node(node).metadata.labels or {}
         assert not [k for k in labels if k.startswith(f"validation.{domain}/")], labels
     finally:

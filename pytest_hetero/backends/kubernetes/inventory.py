@@ -32,6 +32,7 @@ def node_facts(node: Node, names: list[str]) -> NodeFacts:
     ready = find(node.conditions, "Ready")
     return {
         "name": node.name,
+        "uid": node.uid,
         "resource_version": node.resource_version,
         "ready": "Unknown" if ready is None or ready.status is None else ready.status,
         "ready_reason": ready.reason if ready else None,

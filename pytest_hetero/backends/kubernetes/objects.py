@@ -82,12 +82,13 @@ class Metadata(msgspec.Struct, frozen=True, kw_only=True,
                rename={"resource_version": "resourceVersion", "created": "creationTimestamp",
                        "deleting_since": "deletionTimestamp", "owner_references": "ownerReferences"}):
     """An object's ``metadata`` as served: ``name``, ``namespace`` (None when absent: a cluster-scoped object),
-    ``labels``, ``annotations``, ``resource_version`` (``resourceVersion``), creationTimestamp (``created``),
+    ``uid``, ``labels``, ``annotations``, ``resource_version`` (``resourceVersion``), creationTimestamp (``created``),
     deletionTimestamp (``deleting_since``), ``finalizers`` and ``owner_references`` (``ownerReferences``, whose
     ``(kind, name)``s are :attr:`owners` and ``uid``s :attr:`owner_uids`); None, empty where absent."""
 
     name: str
     namespace: str | None = None
+    uid: str | None = None
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     resource_version: str | None = None
@@ -114,9 +115,10 @@ def parse_metadata(raw: ObjectMeta) -> Metadata:
 
 @dataclass(frozen=True)
 class Node:
-    """A ``core/v1`` Node: ``metadata`` name, resourceVersion, labels, annotations; ``spec`` taints (as
-    served: ``{"key", "value"?, "effect", "timeAdded"?}``) and unschedulable (cordoned); ``status``
-    conditions, capacity and allocatable (resource name → quantity string)."""
+    """A ``core/v1`` Node: ``metadata`` name, resourceVersion, labels, annotations, uid (None where not served: the
+    one identity a node deleted and created again under its name does not keep); ``spec`` taints (as served:
+    ``{"key", "value"?, "effect", "timeAdded"?}``) and unschedulable (cordoned); ``status`` conditions, capacity and
+    allocatable (resource name → quantity string)."""
 
     name: str
     resource_version: str | None
@@ -127,6 +129,7 @@ class Node:
     conditions: tuple[Condition, ...]
     capacity: dict[str, str]
     allocatable: dict[str, str]
+    uid: str | None = None
 
     @property
     def simulated(self) -> bool:
@@ -165,7 +168,7 @@ def parse_node(raw: ListedNode) -> Node:
     return Node(name=meta.name, resource_version=meta.resource_version, labels=meta.labels,
                 annotations=meta.annotations, taints=list(raw["spec"].get("taints") or []),
                 unschedulable=spec.unschedulable,
-                conditions=status.conditions, capacity=status.capacity, allocatable=status.allocatable)
+                conditions=status.conditions, capacity=status.capacity, allocatable=status.allocatable, uid=meta.uid)
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,9 @@ def _core(kubeconfig: str | None, context: str | None) -> client.CoreV1Api:
 
 def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | None = None) -> list[NodeSeen]:
     """``[{"name", "labels", "annotations", "taints": [{key, value, effect}], "conditions": [{type, status,
-    reason, message}], "created"}]`` of ``names`` (every node when None; ``created``: ``metadata.creationTimestamp``,
-    ISO 8601, when the apiserver gave one). Raises ActionFailed (e.g. ``forbidden_rbac``)."""
+    reason, message}], "created", "uid"}]`` of ``names`` (every node when None; ``created``:
+    ``metadata.creationTimestamp``, ISO 8601, and ``uid``: ``metadata.uid``, when the apiserver gave them). Raises
+    ActionFailed (e.g. ``forbidden_rbac``)."""
     core = _core(kubeconfig, context)
     nodes: list[Any]
     try:
@@ -52,6 +53,8 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | N
                            for c in n.status.conditions or []]}
         if n.metadata.creation_timestamp is not None:
             node["created"] = n.metadata.creation_timestamp.isoformat()
+        if n.metadata.uid:
+            node["uid"] = str(n.metadata.uid)
         seen.append(node)
     return seen
 
