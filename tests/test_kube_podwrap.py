@@ -181,3 +181,27 @@ def test_a_run_killed_while_its_inputs_unpack_never_starts(tmp_path: Path) -> No
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_run_with_its_inputs_creates_its_folder_once(tmp_path: Path) -> None:
+    """A run's own Pod gets its inputs in the run's exec: the prelude creates the run folder, and the run's script
+    created it again (one more process per run, on KWOK on the gate's host). Now once; the run still writes its
+    exit status there."""
+    import io
+    import tarfile
+
+    from pytest_hetero.backends.kubernetes.run import inputs_prelude
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("datasets/d/data.csv")
+        info.size = 6
+        tar.addfile(info, io.BytesIO(b"row,1\n"))
+    root, run_dir = tmp_path / "inputs", tmp_path / "inputs" / "runs" / "r"
+    script = inputs_prelude(str(root), "=== marker\n", str(run_dir)) + run_script(
+        ["/bin/sh", "-c", "cat datasets/d/data.csv; exit 3"], str(run_dir), str(root), {}, None, made=True)
+    assert script.count("mkdir ") == 1
+    done = subprocess.run(["/bin/sh", "-c", script], input=buf.getvalue(), capture_output=True, timeout=30,
+                          check=False)
+    assert (done.returncode, done.stdout, (run_dir / ".rc").read_text()) == (3, b"row,1\n", "3\n")
+    assert done.stderr.endswith(b"=== marker\n")
