@@ -190,13 +190,23 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
 
 
+def _given(option: Callable[[str], Any], ini: Callable[[str], Any], flag: str, key: str) -> tuple[object, str]:
+    """(the value of command-line ``flag``, else of ini ``key``; the name of the one that gave it: ``flag``, or
+    ``ini key``), so an error names what the user wrote."""
+    value = option(flag)
+    return (ini(key), f"ini {key}") if value is None else (value, flag)
+
+
 def _number(value: object, name: str, kind: type, minimum: float) -> float:
+    """``value`` read as ``kind`` (int or float), at least ``minimum``. ``name``: where it was given (a ``--flag`` or
+    ``ini key``, :func:`_given`). Raises SettingsError naming it, with an example of a good value."""
+    example = f"{name} 4" if name.startswith("--") else f"{name.removeprefix('ini ')} = 4 (in the ini file)"
     try:
         number = kind(value)
     except (TypeError, ValueError):
-        raise SettingsError(f"{name} must be a number, got {value!r}", hint=f"e.g. {name}=4") from None
+        raise SettingsError(f"{name} must be a number, got {value!r}", hint=f"e.g. {example}") from None
     if number < minimum:
-        raise SettingsError(f"{name} must be ≥ {minimum}, got {number}")
+        raise SettingsError(f"{name} must be ≥ {minimum:g}, got {number}", hint=f"e.g. {example}")
     return float(number)
 
 
@@ -212,12 +222,9 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         # relative to the ini file's folder when there is one, else to where pytest was started
         anchor = Path.cwd() if option("--hetero-report-dir") or inipath is None else rootdir
         report_dir = anchor / report_dir
-    parallel = option("--hetero-parallel")
-    parallel = ini("hetero_parallel") if parallel is None else parallel
-    node_parallel = option("--hetero-node-parallel")
-    node_parallel = ini("hetero_node_parallel") if node_parallel is None else node_parallel
-    scale = option("--hetero-timeout-scale")
-    scale = ini("hetero_timeout_scale") if scale is None else scale
+    parallel = _given(option, ini, "--hetero-parallel", "hetero_parallel")
+    node_parallel = _given(option, ini, "--hetero-node-parallel", "hetero_node_parallel")
+    scale = _given(option, ini, "--hetero-timeout-scale", "hetero_timeout_scale")
     key = option("--hetero-sign-key") or os.environ.get("HETERO_SIGN_KEY")
     command = option("--hetero-sign-command") or os.environ.get("HETERO_SIGN_COMMAND")
     public = option("--hetero-sign-public") or os.environ.get("HETERO_SIGN_PUBLIC")
@@ -239,11 +246,11 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         run_id=run_id,
         backend=option("--hetero-backend"),
         keep=bool(option("--hetero-keep")),
-        parallel=int(_number(parallel, "hetero_parallel", int, 1)),
+        parallel=int(_number(*parallel, int, 1)),
         sign_key=SignCommand(str(command), Path(str(public)).resolve()) if command else
         Path(key).resolve() if key else None,
         profile=option("--hetero-profile"),
-        timeout_scale=_number(scale, "hetero_timeout_scale", float, 0.001),
+        timeout_scale=_number(*scale, float, 0.001),
         kube_context=option("--hetero-kube-context"),
         kube_namespace=option("--hetero-kube-namespace"),
         affected=tuple(option("--hetero-affected")),
@@ -257,7 +264,7 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         if option("--hetero-affected-from-cluster") else None,
         change=option("--hetero-change"),
         audit_log=option("--hetero-audit-log"),
-        node_parallel=int(_number(node_parallel, "hetero_node_parallel", int, 1)),
+        node_parallel=int(_number(*node_parallel, int, 1)),
         model_runs=option("--hetero-model-runs"),
         concurrency=None if option("--hetero-concurrency") is None
         else _concurrency(option("--hetero-concurrency"), "--hetero-concurrency"),

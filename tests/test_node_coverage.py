@@ -285,8 +285,10 @@ def test_node_parallel_comes_from_the_option_else_the_ini_and_must_be_at_least_o
                               else defaults[n], tmp_path, None, "r1").node_parallel
 
     assert (built(None), built(3), built(None, "12")) == (8, 3, 12)
-    with pytest.raises(SettingsError, match="hetero_node_parallel must be ≥ 1"):
+    with pytest.raises(SettingsError, match="--hetero-node-parallel must be ≥ 1, got 0"):  # named as given
         built(0)
+    with pytest.raises(SettingsError, match="ini hetero_node_parallel must be ≥ 1, got 0"):
+        built(None, "0")
 
 
 def test_a_node_discovery_failed_on_that_nothing_ran_on_is_withdrawn_not_left_as_is(tmp_path: Path) -> None:
