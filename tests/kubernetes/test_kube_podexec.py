@@ -20,6 +20,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+import pytest
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import podexec
@@ -116,7 +117,8 @@ def test_the_exit_status_check_reads_the_outputs_and_removes_the_inputs_in_its_e
     file in the same exec and, the status confirmed, removes the inputs folder (on KWOK the exec runs on this host,
     where the folder is checked); the evidence files it reads are the ones it read without. An absent outputs file
     reads as exit 1 (no outputs); a file over the inline limit is not read there and the folder stays for
-    :func:`.run.read_outputs`, which reads it as before; an exit status the file does not confirm removes nothing."""
+    :func:`.run.read_outputs`, which reads it as before; a status file holding another status than the stream's
+    Success is the run's status, and removes nothing; no status file confirms nothing."""
     namespace = cluster.new_namespace("hetero-exec")
     core = cluster.core
     pod = running_pod(cluster, namespace)
@@ -154,9 +156,12 @@ def test_the_exit_status_check_reads_the_outputs_and_removes_the_inputs_in_its_e
         assert not os.path.exists(root)
 
         root, run_dir, done, back = one("true", 3)
-        done.exit_code = 4  # the exec said 4, the run's .rc file says 3
+        done.exit_code = 0  # the stream said Success (as when the kubelet's end closed), the run's .rc file says 3
+        assert kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {}, back)
+        assert (done.exit_code, back.read, back.removed, os.path.isdir(root)) == (3, (1, b""), False, True)
+        os.remove(f"{run_dir}/.rc")  # no status file: the run may still be going
+        done.exit_code = 0
         assert not kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {}, back)
-        assert (back.read, back.removed, os.path.isdir(root)) == ((1, b""), False, True)
         shutil.rmtree(root)
     finally:
         cluster.core.delete_namespace(namespace)
@@ -206,4 +211,85 @@ def test_a_run_with_its_inputs_unpacks_them_prints_the_environment_apart_then_ru
         assert not os.path.exists(ran) and not os.path.exists(f"{root}/runs/s/.rc")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        cluster.core.delete_namespace(namespace)
+
+
+def test_a_failing_model_cannot_turn_its_failure_into_a_lost_stream(cluster: Cluster) -> None:
+    """The run's status file (``.rc``) is writable by the run. A model that exits 1 and leaves a process writing 0
+    there made the exit-status check fail, and the gate then blamed a lost exec stream (``exec_stream_lost``, owner
+    infrastructure) after waiting 90 s for a node verdict: the code under test chose the failing team. A non-zero
+    status comes from the kubelet alone and now stands. After a reported 0, a status file holding no integer is the
+    run's doing (``run_status_unreadable``, owner algorithm), and the status file is read as one line a run cannot
+    extend (``rc <status>``: nothing in it reads as a token or a dump section)."""
+    from pytest_hetero.backends.protocol import ActionFailed
+    from pytest_hetero.judge.failures import owner_category
+
+    namespace = cluster.new_namespace("hetero-exec")
+    core = cluster.core
+    pod = running_pod(cluster, namespace)
+
+    def run(script: str) -> tuple[str, podexec.ExecOutcome]:
+        """A run of ``script`` (``RC``: its status file) whose background writer outlives it by 3 s."""
+        run_dir = f"/tmp/hetero-forge-{uuid.uuid4().hex[:8]}/runs/r"
+        argv = ["/bin/sh", "-c", script.replace("RC", f"{run_dir}/.rc")]
+        return run_dir, kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30)
+
+    writer = "( for i in $(seq 60); do printf '%s' {text} > RC; sleep 0.05; done ) >/dev/null 2>&1 & sleep 0.2; exit {rc}"
+    try:
+        run_dir, done = run(writer.format(text="0", rc=1))
+        assert done.exit_code == 1
+        time.sleep(0.2)
+        assert open(f"{run_dir}/.rc").read() == "0"  # on KWOK the run's folder is on this host
+        assert kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {})
+        assert done.exit_code == 1  # its own failure, as the kubelet reported it
+
+        run_dir, done = run(writer.format(text="'=== .rusage'", rc=0))
+        assert done.exit_code == 0
+        time.sleep(0.2)
+        with pytest.raises(ActionFailed) as tampered:
+            kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {})
+        assert tampered.value.category == "run_status_unreadable" and owner_category("run_status_unreadable", "model") == "algorithm"
+        assert "?" in tampered.value.message  # the file's bytes, each but a digit or '-' shown as '?'
+    finally:
+        cluster.core.delete_namespace(namespace)
+
+
+def test_a_run_whose_stream_ended_unconfirmed_is_waited_for_through_its_status_file(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exec stream that ended without a status the pod confirms (the kubelet's end closed: the run may still be
+    going) was waited on for the node's verdict alone, then blamed on a lost stream (infrastructure) when the node
+    stayed Ready, also when the run was still going or had deleted its own status file. Now the run's status file is
+    read until the run ends (its status), the node turns or the gate stops (None), or the run's timeout passes:
+    ``unended`` when the pod answered all along (timed out, the run's own), ``lost`` when it did not."""
+    from pytest_hetero.backends.protocol import ActionFailed
+
+    monkeypatch.setattr(kube_run, "NODE_VERDICT_WAIT_S", 1.0)  # the least wait past the run's deadline
+    monkeypatch.setattr(kube_run, "RUN_END_POLL_S", 0.3)
+    namespace = cluster.new_namespace("hetero-exec")
+    core = cluster.core
+    pod = running_pod(cluster, namespace)
+    run_dir = f"/tmp/hetero-end-{uuid.uuid4().hex[:8]}/runs/r"
+    os.makedirs(run_dir)  # on KWOK the exec runs on this host: the run's folder is here
+    try:
+        turned = threading.Event()
+        later = threading.Timer(1.0, lambda: open(f"{run_dir}/.rc", "w").write("7\n"))
+        later.start()  # the run ends 1 s from now, with status 7
+        started = time.perf_counter()
+        assert kube_run._run_end(core, namespace, pod, run_dir, turned, None, started + 30) == 7
+        assert time.perf_counter() - started < 10
+        os.remove(f"{run_dir}/.rc")  # no status, the pod answering: the run outran its timeout
+        assert kube_run._run_end(core, namespace, pod, run_dir, turned, None, time.perf_counter() + 1) == "unended"
+        halt = threading.Event()
+        halt.set()  # the gate stopped
+        assert kube_run._run_end(core, namespace, pod, run_dir, turned, halt, time.perf_counter() + 30) is None
+        unplaced = f"pending-{uuid.uuid4().hex[:6]}"  # a pod no node takes: an exec into it gets no answer
+        core.create_namespaced_pod(namespace, {  # type: ignore[arg-type]  # a manifest dict
+            "metadata": {"name": unplaced}, "spec": {"nodeSelector": {"hetero-test/none": "x"},
+                                                     "containers": [{"name": "workload", "image": "python:3.11"}]}})
+        assert kube_run._run_end(core, namespace, unplaced, run_dir, turned, None, time.perf_counter() + 1) == "lost"
+        with pytest.raises(ActionFailed) as gone:
+            kube_run._run_end(core, namespace, "no-such-pod", run_dir, turned, None, time.perf_counter() + 1)
+        assert gone.value.category == "pod_deleted"
+    finally:
+        shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
         cluster.core.delete_namespace(namespace)

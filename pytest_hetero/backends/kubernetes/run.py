@@ -519,7 +519,9 @@ def _run_watched(
     the wrapper's evidence files and ``readback`` the outputs when the exit-status check read them
     (:func:`exit_confirmed`); ``inputs``: unpacked by the same exec first (:func:`run_model`). Raises ActionFailed
     ``inputs_copy_failed`` when they were not unpacked (the exec ended, or timed out, before the run began), and
-    ActionFailed ``harness`` when ``halt`` was set during the run (the gate stopped; the run's process killed)."""
+    ActionFailed ``harness`` when ``halt`` was set during the run (the gate stopped; the run's process killed). An exec
+    that ended without a status the pod confirms (:func:`exit_confirmed`) waits for the run's end (:func:`_run_end`,
+    :func:`_settle`: ActionFailed ``run_status_unreadable``, EngineUnavailable ``exec_stream_lost``)."""
     pod = workload.started_pod()
     watch = session.node_watch().watch(node) if node else None
     started_at, started = utc_now(), time.perf_counter()
@@ -542,14 +544,11 @@ def _run_watched(
                                   or not exit_confirmed(session.core, session.namespace, pod, run_dir, done, dumped,
                                                                 readback)):
             # the kubelet's end of the stream went away without an exit status: a stopped kubelet looks
-            # like this until the node lifecycle controller's grace period has passed
-            if watch.turned.wait(NODE_VERDICT_WAIT_S):
-                done.abandoned = True
-            else:
-                raise EngineUnavailable(
-                    f"the exec stream of the model run in pod {pod} on node {node} ended after "
-                    f"{done.duration_s:.1f} s without an exit status the pod confirms, and the node stayed Ready for "
-                    f"{NODE_VERDICT_WAIT_S:g} s: the apiserver lost the kubelet's stream", "exec_stream_lost")
+            # like this until the node lifecycle controller's grace period has passed; a kubelet that came back, or
+            # an apiserver that lost the stream, leaves the run going: its status file says when it ends
+            _settle(session, done, pod, node, run_dir,
+                    _run_end(session.core, session.namespace, pod, run_dir, watch.turned, halt,
+                             started + ctx.timeout_s))
     finally:
         with session.lock:
             session.running.pop(run_dir, None)
@@ -566,6 +565,88 @@ def _run_watched(
     return done, kube_node.abandoned(session, ctx, workload, watch, started_at, done.duration_s, killed)
 
 
+def _settle(session: KubeSession, done: kube_exec.ExecOutcome, pod: str, node: str, run_dir: str,
+            end: int | str | None) -> None:
+    """Set ``done`` from :func:`_run_end`'s ``end``: abandoned (None: the node turned NotReady, or the gate stopped),
+    the status the run's file gave (an int), timed out (``"unended"``: the pod answered all along and the run gave no
+    status in its timeout; its process killed). Raises EngineUnavailable ``exec_stream_lost`` when the pod did not
+    answer (``"lost"``) while the node stayed Ready."""
+    if end is None:
+        done.abandoned = True
+    elif isinstance(end, int):
+        done.exit_code, done.status = end, f"exit status {end}, read from the run's status file"
+    elif end == "unended":
+        kill_run(session.core, session.namespace, pod, run_dir, 30)
+        done.exit_code, done.timed_out = None, True
+    else:
+        raise EngineUnavailable(
+            f"the exec stream of the model run in pod {pod} on node {node} ended after {done.duration_s:.1f} s "
+            f"without an exit status the pod confirms, the pod did not answer, and the node stayed Ready for "
+            f"{NODE_VERDICT_WAIT_S:g} s: the apiserver lost the kubelet's stream", "exec_stream_lost")
+
+
+def _run_end(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, turned: threading.Event,
+             halt: threading.Event | None, deadline: float) -> int | str | None:
+    """Wait for the end of a run whose exec stream ended without an exit status the pod confirms: read its status file
+    (:func:`status_file`) every :data:`RUN_END_POLL_S` seconds until it holds a status (returned), its node turns
+    NotReady or the gate stops (``turned`` / ``halt``: None returned), or ``deadline`` (``time.perf_counter()``: the
+    run's start plus its timeout; at least :data:`NODE_VERDICT_WAIT_S` from now) passes: ``"unended"`` when the pod
+    answered and the run gave no status (it outran its timeout, or deleted its own status file), ``"lost"`` when the
+    pod did not answer. Raises ActionFailed ``pod_deleted`` and ``run_status_unreadable`` (:func:`status_file`)."""
+    until = max(deadline, time.perf_counter() + NODE_VERDICT_WAIT_S)
+    while True:
+        if turned.wait(RUN_END_POLL_S) or (halt is not None and halt.is_set()):
+            return None
+        said = status_file(core, namespace, pod, run_dir)
+        if isinstance(said, int):
+            return said
+        if time.perf_counter() >= until:
+            return "unended" if said == "none" else "lost"
+
+
+def status_file(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str) -> int | str:
+    """The exit status in the run's ``.rc`` file (:func:`run_model`'s wrapper writes it when the run ends): the status,
+    ``"none"`` while there is none (no file, or an empty one), ``"lost"`` when the pod did not answer. Raises
+    ActionFailed ``pod_deleted`` when the pod is gone, and ``run_status_unreadable`` when the file holds no status
+    (:func:`said_status`)."""
+    try:
+        read = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", status_script(run_dir)], 15)
+    except Exception as exc:  # noqa: BLE001 - no answer from the pod is what this read tells
+        outcome = kc.api_outcome(exc, f"read the exit status of the model run in pod {pod}")
+        if outcome.category == "pod_deleted":
+            raise outcome from None
+        return "lost"
+    said = said_status(read.stdout.partition("\n")[0], run_dir)
+    return "lost" if said is None else said
+
+
+def status_script(run_dir: str) -> str:
+    """Shell that prints one line ``rc <status>`` from ``run_dir/.rc`` (its first 32 bytes, newlines dropped, every
+    byte but a digit or ``-`` printed as ``?``, so nothing in the file reads as another line or a token), or
+    ``rc none`` without the file (:func:`said_status` reads it)."""
+    rc = f"{shlex.quote(run_dir)}/.rc"
+    return (f"if [ -f {rc} ]; then printf 'rc %s\\n' \"$(head -c 32 {rc} | tr -d '\\n' | tr -c '0-9-' '?')\"; "
+            f"else echo 'rc none'; fi")
+
+
+def said_status(line: str, run_dir: str) -> int | str | None:
+    """The status of :func:`status_script`'s ``line``: its integer, ``"none"`` (no file, or empty), None when the line
+    is not one (the script did not run). Raises ActionFailed ``run_status_unreadable`` when the file holds something
+    else: only the gate's wrapper writes there besides the run, and it writes an integer."""
+    if not line.startswith("rc "):
+        return None
+    value = line[3:]
+    if value in ("none", ""):
+        return "none"
+    if re.fullmatch(r"-?\d{1,9}", value):
+        return int(value)
+    raise ActionFailed(f"the model run's status file {run_dir}/.rc holds {value!r}, not an exit status: the gate's "
+                       "wrapper writes the run's status there when it ends, and only the run itself can write "
+                       "there besides", "run_status_unreadable")
+
+
+RUN_END_POLL_S = 2.0
+"""Seconds between reads of a run's status file while :func:`_run_end` waits for its end."""
 NODE_VERDICT_WAIT_S = 90.0
 """Seconds a model run whose exec stream broke waits for its node's verdict: the node lifecycle
 controller marks a node whose kubelet stopped posting status ``Unknown`` after its grace period
@@ -580,25 +661,30 @@ def broken_stream(done: kube_exec.ExecOutcome) -> bool:
 def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str,
                    done: kube_exec.ExecOutcome, dumped: dict[str, str] | None = None,
                    readback: Readback | None = None) -> bool:
-    """Does the run's ``.rc`` file (written by :func:`run_model`'s wrapper) hold the exit status the exec
-    reported? The apiserver's stream translator reports ``Success`` when the kubelet's end of the
-    stream closes, also when the kubelet died mid-run; the file tells. True when there is nothing to
-    confirm (no exit status, timed out, abandoned); False when the file cannot be read. Raises
-    ActionFailed ``pod_deleted`` when the pod is gone (deleted during the run). The same exec prints the
-    wrapper's evidence files (:func:`.runtime.dump_script`): into ``dumped`` when given (one exec less per run); with
-    ``readback``, it then reads the outputs file when it has at most :data:`INLINE_OUTPUTS_BYTES` bytes
-    (:func:`outputs_script`, between a line with a token of this exec and one with the token and its exit status) and,
-    the status confirmed, deletes ``readback.remove``: one exec less per run. What it read is kept only when both lines
-    came and its stdout was not capped (else the outputs are read as before, :func:`read_outputs`); the folder counts
-    as removed once that exec also ended with a status (else the caller removes it as before)."""
+    """Is the exit status the exec reported the run's own? The apiserver's stream translator reports ``Success`` when
+    the kubelet's end of the stream closes, also when the kubelet died mid-run, so a 0 is checked against the run's
+    ``.rc`` file (written by :func:`run_model`'s wrapper when the run ends; :func:`status_script`): the same 0
+    confirms it; another integer is the run's status (``done.exit_code`` set to it: the run, or the run's wrapper,
+    says it did not end well); no file, or an empty one, does not confirm it (False: the run may still be going). A
+    non-zero status comes from the kubelet alone, so it stands whatever the file says: the file is writable by the
+    run, which must not turn its own failure into a lost stream, an infrastructure error. True when there is nothing
+    to confirm (no exit status, timed out, abandoned); False when the pod does not answer. Raises ActionFailed
+    ``pod_deleted`` when the pod is gone (deleted during the run), and ``run_status_unreadable`` when a reported 0
+    meets a file holding no status (:func:`said_status`). The same exec prints the wrapper's evidence files
+    (:func:`.runtime.dump_script`): into ``dumped`` when given (one exec less per run); with ``readback``, it then
+    reads the outputs file when it has at most :data:`INLINE_OUTPUTS_BYTES` bytes (:func:`outputs_script`, between a
+    line with a token of this exec and one with the token and its exit status) and, the file holding the reported
+    status, deletes ``readback.remove``: one exec less per run. What it read is kept only when both lines came and its
+    stdout was not capped (else the outputs are read as before, :func:`read_outputs`); the folder counts as removed
+    once that exec also ended with a status (else the caller removes it as before)."""
     if done.exit_code is None or done.timed_out or done.abandoned:
         return True
     rc_file = f"{shlex.quote(run_dir)}/.rc"
-    script = f"cat {rc_file} && {runtime.dump_script(run_dir)}"
+    script = f"{status_script(run_dir)}; {runtime.dump_script(run_dir)}"
     token = uuid.uuid4().hex
     if readback is not None:
         path = shlex.quote(readback.path)
-        script = (f"cat {rc_file} && ( {runtime.dump_script(run_dir)} ); printf '\\n=== {token}\\n'; "
+        script = (f"{status_script(run_dir)}; ( {runtime.dump_script(run_dir)} ); printf '\\n=== {token}\\n'; "
                   f"if [ -f {path} ] && [ \"$(wc -c < {path})\" -gt {INLINE_OUTPUTS_BYTES} ]; then rc=-; "
                   f"else ( {outputs_script(readback.path, '')} ); rc=$?; fi; printf '\\n=== {token} %s\\n' \"$rc\"")
         if readback.remove is not None:
@@ -611,7 +697,7 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
         outcome = kc.api_outcome(exc, f"read the exit status of the model run in pod {pod}")
         if outcome.category == "pod_deleted":
             raise outcome from None
-        return False
+        return done.exit_code != 0
     stdout = read.stdout
     if readback is not None and read.stdout_bytes is None:  # capped: the dump's part as text, no outputs kept
         stdout = stdout.partition(f"\n=== {token}\n")[0]
@@ -622,11 +708,17 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
         if mark and end and status.strip().isdigit():
             readback.read = (int(status.strip()), printed)
             readback.removed = readback.remove is not None and read.exit_code is not None and \
-                stdout.partition("=== ")[0].strip() == str(done.exit_code)
-    rc, _, rest = stdout.partition("=== ")
-    if dumped is not None and rest:
-        dumped.update(runtime.parse_dump("=== " + rest))
-    return rc.strip() == str(done.exit_code)
+                stdout.partition("\n")[0] == f"rc {done.exit_code}"
+    line, _, rest = stdout.partition("\n")
+    if dumped is not None and rest.strip():
+        dumped.update(runtime.parse_dump(rest))
+    if done.exit_code != 0:
+        return True  # the kubelet's own word: the run ended so
+    said = said_status(line, run_dir)
+    if isinstance(said, int):
+        done.exit_code = said
+        return True
+    return False
 
 
 def node_of(session: KubeSession, workload: WorkloadRecord) -> str:
