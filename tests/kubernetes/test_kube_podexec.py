@@ -249,7 +249,19 @@ def test_a_failing_model_cannot_turn_its_failure_into_a_lost_stream(cluster: Clu
         with pytest.raises(ActionFailed) as tampered:
             kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {})
         assert tampered.value.category == "run_status_unreadable" and owner_category("run_status_unreadable", "model") == "algorithm"
-        assert "?" in tampered.value.message  # the file's bytes, each but a digit or '-' shown as '?'
+        assert "holds no exit status:" in tampered.value.message  # nothing of the file's bytes is echoed
+        for text, said in (("7\n", 7), ("-2", -2), ("", "none"), ("7\n=== .rusage\n", "?"), ("--", "?"),
+                           ("x" * 10_000, "?")):
+            with open(f"{run_dir}/.rc", "w") as rc:  # on KWOK the exec runs on this host
+                rc.write(text)
+            line = podexec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", kube_run.status_script(run_dir)],
+                               15).stdout
+            assert line.count("\n") == 1, line
+            if said == "?":
+                with pytest.raises(ActionFailed):
+                    kube_run.said_status(line.rstrip("\n"), run_dir)
+            else:
+                assert kube_run.said_status(line.rstrip("\n"), run_dir) == said
     finally:
         cluster.core.delete_namespace(namespace)
 

@@ -621,12 +621,13 @@ def status_file(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str) 
 
 
 def status_script(run_dir: str) -> str:
-    """Shell that prints one line ``rc <status>`` from ``run_dir/.rc`` (its first 32 bytes, newlines dropped, every
-    byte but a digit or ``-`` printed as ``?``, so nothing in the file reads as another line or a token), or
-    ``rc none`` without the file (:func:`said_status` reads it)."""
+    """Shell that prints one line ``rc <status>`` from ``run_dir/.rc``: its first 32 bytes when they are digits and
+    ``-`` only (trailing newlines dropped), ``rc ?`` when they hold anything else (nothing in the file can read as
+    another line or a token), ``rc `` for an empty file, ``rc none`` without one (:func:`said_status` reads it). One
+    process (``head``) besides the shell's builtins."""
     rc = f"{shlex.quote(run_dir)}/.rc"
-    return (f"if [ -f {rc} ]; then printf 'rc %s\\n' \"$(head -c 32 {rc} | tr -d '\\n' | tr -c '0-9-' '?')\"; "
-            f"else echo 'rc none'; fi")
+    return (f"if [ -f {rc} ]; then v=$(head -c 32 {rc}); case \"$v\" in *[!0-9-]*) echo 'rc ?';; "
+            f"*) printf 'rc %s\\n' \"$v\";; esac; else echo 'rc none'; fi")
 
 
 def said_status(line: str, run_dir: str) -> int | str | None:
@@ -640,9 +641,9 @@ def said_status(line: str, run_dir: str) -> int | str | None:
         return "none"
     if re.fullmatch(r"-?\d{1,9}", value):
         return int(value)
-    raise ActionFailed(f"the model run's status file {run_dir}/.rc holds {value!r}, not an exit status: the gate's "
-                       "wrapper writes the run's status there when it ends, and only the run itself can write "
-                       "there besides", "run_status_unreadable")
+    raise ActionFailed(f"the model run's status file {run_dir}/.rc holds no exit status"
+                       f"{'' if value == '?' else f' ({value!r})'}: the gate's wrapper writes the run's status there "
+                       "when it ends, and only the run itself can write there besides", "run_status_unreadable")
 
 
 RUN_END_POLL_S = 2.0
