@@ -65,7 +65,7 @@ from pytest_hetero.backends.protocol import (
     UsageFacts,
     render_entrypoint,
 )
-from pytest_hetero.backends.slots import spread_facts
+from pytest_hetero.backends.slots import HostLease, spread_facts
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, wanted
 from pytest_hetero.matrix.model import Matrix, Model
 from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured, unavailable
@@ -522,10 +522,15 @@ class DockerBackend(Backend):
                                            s.engine.ncpu, docker_spread.host_devices(s.local))
         except ValueError as exc:
             raise ActionFailed(f"resource {res.name}: {exc}", "bad_request") from None
+        try:  # the engine's CPUs and devices, which every gate process using it (xdist workers) carves slots from
+            lease = HostLease("host" if s.local else f"docker-{s.engine.id or s.engine.name or 'engine'}")
+        except (ValueError, OSError) as exc:
+            raise ActionFailed(f"resource {res.name}: {exc}", "configuration") from None
         shared = s.workloads.pop((res.name, ctx.image.name), None)
         if shared is not None:
             self._remove(shared["id"])
-        return Plan(run=functools.partial(self._run_alone, docker_spread.Slots(found)), unexpected=self._unexpected,
+        slots = docker_spread.Slots(found, lease, stopped=s.spread.stop.is_set)
+        return Plan(run=functools.partial(self._run_alone, slots), unexpected=self._unexpected,
                     width=docker_spread.width(concurrency, found), noun="container",
                     facts={"concurrency_setting": concurrency, "slots": [x.to_dict() for x in found],
                            "startup_container_removed": shared["name"] if shared else None})
