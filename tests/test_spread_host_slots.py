@@ -19,8 +19,10 @@ import pytest
 from support import evidence_of, matrix_text
 from test_local_spread import items, record
 
+from pytest_hetero.backends.local.spread import VISIBLE, pin
 from pytest_hetero.backends.protocol import ActionFailed
 from pytest_hetero.backends.slots import HostLease, Slot, Slots
+from pytest_hetero.matrix.model import Resource
 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
@@ -135,3 +137,17 @@ def test_two_xdist_workers_never_pin_runs_to_one_cpu_at_once(pytester: pytest.Py
     assert not (overlapped and set(a1) & set(a2)), runs  # never the same CPU at the same time
     if len(os.sched_getaffinity(0)) >= 2:
         assert overlapped, runs  # a second CPU was free: the second worker's run took it rather than waiting
+
+
+def gpu(n: int = 1) -> Resource:
+    return Resource(name="g", type="gpu", vendor="nvidia", requests={"nvidia.com/gpu": str(n)}, limits={})
+
+
+def test_a_gpu_slot_names_its_devices_in_the_order_nvidia_smi_counts_them() -> None:
+    """A run pinned to GPU slot ``1`` gets ``CUDA_VISIBLE_DEVICES=1``, which CUDA reads in its own order: by default
+    the fastest device first, not the PCI bus order that ``nvidia-smi``, NVML (the run's ``model.usage`` samples
+    NVML index 1), Docker's device requests and ``/dev/nvidia1`` count in. On a host of mixed GPUs the run would
+    compute on another GPU than the one its evidence names, sampled and leased. ``CUDA_DEVICE_ORDER=PCI_BUS_ID``
+    makes CUDA count as they do."""
+    env = pin(Slot("devices", ("1",)), gpu(), 2).env
+    assert env == {VISIBLE["nvidia"]: "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}

@@ -9,8 +9,8 @@ pinned to one **device slot** of the host (:mod:`pytest_hetero.backends.slots`):
 - a resource that requests accelerators (``nvidia.com/gpu: N``, ``huawei.com/Ascend*: N``) gets N device indices
   per slot, taken in order from ``target.device_ids[<resource>]`` when given, else from the devices the gate was
   given (its own ``CUDA_VISIBLE_DEVICES`` / ``ASCEND_RT_VISIBLE_DEVICES`` when set), else from the host's device
-  nodes (``/dev/nvidia<i>``, ``/dev/davinci<i>``). The run gets them as ``CUDA_VISIBLE_DEVICES`` (NVIDIA) or
-  ``ASCEND_RT_VISIBLE_DEVICES`` (Ascend). Without known indices there is one unpinned slot: the runs go one at a
+  nodes (``/dev/nvidia<i>``, ``/dev/davinci<i>``). The run gets them as ``CUDA_VISIBLE_DEVICES`` (NVIDIA, counted
+  in PCI bus order: :data:`ORDER`) or ``ASCEND_RT_VISIBLE_DEVICES`` (Ascend). Without known indices there is one unpinned slot: the runs go one at a
   time, with the gate's own device selection;
 - a CPU resource gets ⌈``cpu``⌉ CPUs per slot (1 when it requests none), taken in order from
   ``target.cpuset[<resource>]`` when given, else from the CPUs this process may run on (its affinity). The run is
@@ -54,6 +54,13 @@ if TYPE_CHECKING:
 VISIBLE: dict[str, str] = {"nvidia": "CUDA_VISIBLE_DEVICES", "ascend": "ASCEND_RT_VISIBLE_DEVICES"}
 """Vendor → the environment variable its runtime reads the devices a process may use from (CUDA runtime; Ascend
 CANN runtime)."""
+
+ORDER: dict[str, dict[str, str]] = {"nvidia": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}}
+"""Vendor → what a run pinned to device indices also gets so that its runtime counts devices as the slot does:
+CUDA reads ``CUDA_VISIBLE_DEVICES`` indices in ``CUDA_DEVICE_ORDER``, by default the fastest device first, while
+the slot's indices (``target.device_ids``, ``/dev/nvidia<i>``), NVML (the run's samples), ``nvidia-smi`` and
+Docker's device requests count in PCI bus order: on a host of mixed GPUs, index 1 would be another GPU to CUDA than
+the one leased, sampled and recorded (CUDA C Programming Guide, "CUDA Environment Variables")."""
 
 PER_RUN_SANDBOX = ("bubblewrap sandbox of its own per model run (its own PID, mount, IPC, UTS and network "
                    "namespaces, run folder and private /tmp, /var/tmp and /dev/shm), pinned to one device slot "
@@ -107,11 +114,11 @@ class Pin:
 
 def pin(slot: Slot, resource: Resource, width: int) -> Pin:
     """The :class:`Pin` of a run of ``resource`` on ``slot`` with ``width`` runs at once: a device slot sets the
-    vendor's :data:`VISIBLE` variable to its indices (comma-separated), a CPU slot the CPU affinity; an unpinned
-    slot changes neither."""
+    vendor's :data:`VISIBLE` variable to its indices (comma-separated) and the vendor's :data:`ORDER`, a CPU slot the
+    CPU affinity; an unpinned slot changes neither."""
     vendor = accelerator({**resource.requests, **resource.limits})
     if slot.kind == "devices" and vendor is not None:
-        return Pin(slot, env={VISIBLE[vendor]: ",".join(slot.ids)}, width=width)
+        return Pin(slot, env={VISIBLE[vendor]: ",".join(slot.ids), **ORDER.get(vendor, {})}, width=width)
     if slot.kind == "cpuset":
         return Pin(slot, cpus=frozenset(int(i) for i in slot.ids), width=width)
     return Pin(slot, width=width)
@@ -178,8 +185,9 @@ def isolation(confinement: ConfinementFacts | None, run: Pin, network: bool) -> 
     gaps = list(confinement["gaps"]) if confinement is not None else []
     if run.cpus is not None:
         gaps.append("its CPUs are an affinity mask (sched_setaffinity), not a cpuset cgroup: the run could widen it")
-    if run.env:
-        gaps.append(f"its devices are chosen by {', '.join(run.env)}: a run that ignores it can open any device "
+    chosen = [name for name in run.env if name in VISIBLE.values()]
+    if chosen:
+        gaps.append(f"its devices are chosen by {', '.join(chosen)}: a run that ignores it can open any device "
                     "node it sees")
     facts: RunIsolation = {"per_run": PER_RUN_SANDBOX, "slot": run.slot.to_dict(), "gaps": gaps,
                            "shared_between_runs": False}
