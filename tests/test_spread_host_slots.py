@@ -19,7 +19,7 @@ import pytest
 from support import evidence_of, matrix_text
 from test_local_spread import items, record
 
-from pytest_hetero.backends.local.spread import VISIBLE, pin
+from pytest_hetero.backends.local.spread import VISIBLE, Pin, isolation, pin
 from pytest_hetero.backends.protocol import ActionFailed
 from pytest_hetero.backends.slots import HostLease, Slot, Slots
 from pytest_hetero.matrix.model import Resource
@@ -151,3 +151,15 @@ def test_a_gpu_slot_names_its_devices_in_the_order_nvidia_smi_counts_them() -> N
     makes CUDA count as they do."""
     env = pin(Slot("devices", ("1",)), gpu(), 2).env
     assert env == {VISIBLE["nvidia"]: "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def test_runs_at_once_name_the_disk_their_run_folders_share() -> None:
+    """Each per-run sandbox's run folder (where it writes its outputs) is on the host's disk under the gate's temporary
+    folder, not a size-limited tmpfs (docs/safety.md): shown with the gate's TMPDIR on a 40 MiB tmpfs, a run filling
+    its folder made the run beside it fail ``nonzero_exit`` (owner algorithm: "OSError: [Errno 28] No space left on
+    device"), while the evidence's ``contention`` named only the process limit and the memory the runs share, so the
+    failure's owner read as proven. The disk is named beside them."""
+    facts = isolation({"mechanism": "bubblewrap", "identity": "u", "confined": True, "namespaces": [], "visible": [],
+                       "hidden": [], "writable": [], "network": "loopback", "limits": None, "copied": [],
+                       "gaps": [], "reason": ""}, Pin(Slot("cpuset", ("0",)), cpus=frozenset({0}), width=2), False)
+    assert "contention" in facts and "disk" in facts["contention"] and "No space left" in facts["contention"]

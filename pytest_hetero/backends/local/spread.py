@@ -10,8 +10,8 @@ pinned to one **device slot** of the host (:mod:`pytest_hetero.backends.slots`):
   per slot, taken in order from ``target.device_ids[<resource>]`` when given, else from the devices the gate was
   given (its own ``CUDA_VISIBLE_DEVICES`` / ``ASCEND_RT_VISIBLE_DEVICES`` when set), else from the host's device
   nodes (``/dev/nvidia<i>``, ``/dev/davinci<i>``). The run gets them as ``CUDA_VISIBLE_DEVICES`` (NVIDIA, counted
-  in PCI bus order: :data:`ORDER`) or ``ASCEND_RT_VISIBLE_DEVICES`` (Ascend). Without known indices there is one unpinned slot: the runs go one at a
-  time, with the gate's own device selection;
+  in PCI bus order: :data:`ORDER`) or ``ASCEND_RT_VISIBLE_DEVICES`` (Ascend). Without known indices there is one
+  unpinned slot: the runs go one at a time, with the gate's own device selection;
 - a CPU resource gets ⌈``cpu``⌉ CPUs per slot (1 when it requests none), taken in order from
   ``target.cpuset[<resource>]`` when given, else from the CPUs this process may run on (its affinity). The run is
   started with that CPU affinity (:func:`affinity`): its process and every child inherit it.
@@ -29,7 +29,7 @@ Evidence per run: ``details["spread"]`` (the run's process, its device slot, whe
 ran, its sandbox ended, how long it waited for a slot, the concurrency: Docker's keys) and ``details["isolation"]``
 (:func:`isolation`): the run's confinement with ``shared_between_runs`` False and ``models_isolation`` proven, unless
 runs went at once on the host's network (``models[].network``), or the run was not confined; runs at once share the
-sandbox user's process limit and the host's memory (``contention``: listed as not proven).
+sandbox user's process limit the host's memory and the disk of their run folders (``contention``: listed as not proven).
 """
 
 from __future__ import annotations
@@ -179,9 +179,10 @@ def isolation(confinement: ConfinementFacts | None, run: Pin, network: bool) -> 
     ``per_run`` (:data:`PER_RUN_SANDBOX`), the ``slot`` it was pinned to, and whether other model runs could reach
     it. Proven (``shared_between_runs`` False, ``models_isolation``) when it was confined and the runs had no network
     of the host they shared at once (``network``: the matrix granted the model the host's network; ``run.width``
-    runs at once); else not proven, with the ``reason``. Runs at once also share the sandbox user's process limit
-    and the host's memory: ``contention`` says so (one run could make another fail, never pass: the model layer
-    lists it as not proven without holding back the verdict). The pinning's own limits are listed in ``gaps``."""
+    runs at once); else not proven, with the ``reason``. Runs at once also share the sandbox user's process limit,
+    the host's memory and the disk of their run folders: ``contention`` says so (one run could make another fail,
+    never pass: the model layer lists it as not proven without holding back the verdict). The pinning's own limits
+    are listed in ``gaps``."""
     gaps = list(confinement["gaps"]) if confinement is not None else []
     if run.cpus is not None:
         gaps.append("its CPUs are an affinity mask (sched_setaffinity), not a cpuset cgroup: the run could widen it")
@@ -208,10 +209,11 @@ def isolation(confinement: ConfinementFacts | None, run: Pin, network: bool) -> 
                                                 "view, processes, network namespace)"}
     if run.width > 1:
         proven["contention"] = (f"model runs went {run.width} at once as one sandbox user, whose process limit "
-                                "(RLIMIT_NPROC counts every process of that uid, in every sandbox) and the host's "
-                                "memory they share: a run could make another fail (its fork or allocation refused), "
-                                "which that run's item would report as its own failure (concurrency 1 runs them one "
-                                "after the other)")
+                                "(RLIMIT_NPROC counts every process of that uid, in every sandbox), the host's "
+                                "memory and the disk of their run folders (the gate's temporary folder, not a "
+                                "size-limited tmpfs) they share: a run could make another fail (its fork or "
+                                "allocation refused, its outputs' write: No space left on device), which that run's "
+                                "item would report as its own failure (concurrency 1 runs them one after the other)")
     return proven
 
 
