@@ -264,6 +264,7 @@ class Slots:
         self.lease, self.stopped = lease, stopped
         self._free = list(slots)
         self._held: dict[Slot, list[int]] = {}
+        self._retired: dict[Slot, str] = {}
         self._cond = threading.Condition()
 
     def free_slots(self) -> list[Slot]:
@@ -273,7 +274,8 @@ class Slots:
 
     def take(self) -> tuple[Slot, float]:
         """A free slot and the seconds waited for it: the first free one here whose CPUs or devices no other process
-        holds (:class:`HostLease`). Raises ActionFailed ``harness`` when ``stopped()`` turns true while waiting."""
+        holds (:class:`HostLease`). Raises ActionFailed ``harness`` when ``stopped()`` turns true while waiting, and
+        ``container_not_reset`` when every slot was retired (:meth:`retire`)."""
         begun = time.monotonic()
         with self._cond:
             while True:
@@ -286,7 +288,18 @@ class Slots:
                 if self.stopped():
                     raise ActionFailed("the gate stopped while this model run waited for a free device slot",
                                        "harness")
-                self._cond.wait(LEASE_POLL_S if self._free else None)
+                if not self._free and len(self._retired) == len(self.all):
+                    raise ActionFailed("no device slot of this resource is left to run on: "
+                                       + "; ".join(self._retired.values()), "container_not_reset")
+                self._cond.wait(LEASE_POLL_S)
+
+    def retire(self, slot: Slot, why: str) -> None:
+        """Never give ``slot`` to another run (``why``: what still holds it, e.g. an earlier run's container the
+        engine would not remove, running on its CPUs or devices). Its host-wide lease stays held by this process; a
+        run waiting for a slot when none is left fails (ActionFailed ``container_not_reset``, naming ``why``)."""
+        with self._cond:
+            self._retired[slot] = why
+            self._cond.notify_all()
 
     def give(self, slot: Slot) -> None:
         """Free ``slot`` again (its workload is gone): its host-wide leases too."""
@@ -308,18 +321,18 @@ class SpreadTiming(TypedDict):
     running_at: float | None
     run_started_at: float | None
     run_ended_at: float | None
-    removed_at: float
+    removed_at: float | None
     waited_for_slot_s: float
     slot_wait_s: float
 
 
 def spread_facts(slot: Slot, width: int, queued: float, got: float, waited: float, created: float | None,
-                 running: float | None, ran: tuple[float | None, float | None], removed: float) -> SpreadTiming:
+                 running: float | None, ran: tuple[float | None, float | None], removed: float | None) -> SpreadTiming:
     """The timing part of a pinned per-run model run's ``details["spread"]``, the same keys on Docker and local (the
     renderers read them alike): its ``slot`` and the ``concurrency`` (``width``); epoch seconds it was ``queued`` at,
     ``got`` its slot at (after ``waited`` seconds in :meth:`Slots.take`), its workload was ``created`` and
     ``running`` at, the run's own window (``ran``: the exec's ``(started, ended)``, None: not known) and when the
-    workload was ``removed``; the seconds from queue to slot and the wait in the slot queue."""
+    workload was ``removed`` (None: it was not); the seconds from queue to slot and the wait in the slot queue."""
     return {"slot": slot.to_dict(), "concurrency": width, "queued_at": queued, "slot_at": got, "created_at": created,
             "running_at": running, "run_started_at": ran[0], "run_ended_at": ran[1],
             "removed_at": removed, "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3)}

@@ -564,19 +564,27 @@ class DockerBackend(Backend):
             result.details["isolation"] = docker_spread.isolation(slot, s.conf.network, width)
             facts = self._usage(workload, "completed" if result.exit_code == 0 else "failed")
         finally:
-            removed = time.time()
+            removed: float | None = time.time()
+            not_removed = None
             if workload is not None:
                 try:
                     self._remove(workload["id"])
-                except docker.errors.DockerException:
-                    pass  # left to the engine's close (owner label)
-            slots.give(slot)
+                except docker.errors.DockerException as exc:  # left to the engine's close (owner label)
+                    removed, not_removed = None, f"{type(exc).__name__}: {exc}"[:300]
+            if not_removed is None:
+                slots.give(slot)
+            else:  # still there, with whatever the run left running in it, on the slot's CPUs or devices
+                slots.retire(slot, f"the container {workload['name'] if workload else '?'} of an earlier model run "
+                                   f"on slot {slot.kind} {','.join(slot.ids) or '-'} could not be removed "
+                                   f"({not_removed}): it may still run there")
         result.details.pop("workload_started", None)  # the run's container is its workload, counted once
         if facts:
             facts["released"] = removed
             result.details["workload"] = facts
         result.details["spread"] = {"container": workload["name"], "container_id": workload["id"], **spread_facts(
             slot, width, queued, got, waited, workload["created_at"], running, ran, removed)}
+        if not_removed is not None:
+            result.details["spread"]["not_removed"] = not_removed
         return result
 
     def _finish_run(self, ctx: Step, workload: DockerWorkload, result: ExecResult, outputs: str,
