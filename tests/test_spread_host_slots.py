@@ -163,3 +163,27 @@ def test_runs_at_once_name_the_disk_their_run_folders_share() -> None:
                        "hidden": [], "writable": [], "network": "loopback", "limits": None, "copied": [],
                        "gaps": [], "reason": ""}, Pin(Slot("cpuset", ("0",)), cpus=frozenset({0}), width=2), False)
     assert "contention" in facts and "disk" in facts["contention"] and "No space left" in facts["contention"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives the folder and a lock file to another user (chown)")
+def test_the_lock_folder_of_another_user_is_shared_as_tmp_is_and_a_bad_lock_file_is_named(tmp_path: Path) -> None:
+    """The default folder is made by the first gate of the host, whoever runs it, world-writable and sticky: another
+    user's gate uses it too (their runs share the host's CPUs and devices). A lock file it cannot open (another
+    user's, mode 0600) is a clean refusal naming the file and the fix, not a traceback."""
+    folder = tmp_path / "locks"
+    folder.mkdir(mode=0o1777)
+    folder.chmod(0o1777)
+    os.chown(folder, 65534, 65534)
+    lease = HostLease("host", folder)
+    bad = folder / "host-cpuset-0.lock"
+    bad.symlink_to(tmp_path / "elsewhere")
+    slots = Slots([Slot("cpuset", ("0",))], lease=lease)
+    with pytest.raises(ActionFailed, match="host-cpuset-0.lock cannot be opened.*HETERO_SLOT_LOCKS") as caught:
+        slots.take()
+    assert caught.value.category == "configuration"
+    assert not (tmp_path / "elsewhere").exists()  # the link was not followed
+    private = folder / "locks-only"
+    private.mkdir(mode=0o700)
+    os.chown(private, 65534, 65534)
+    with pytest.raises(ValueError, match="another user's"):
+        HostLease("host", private)

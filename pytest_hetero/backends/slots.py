@@ -212,8 +212,9 @@ class HostLease:
 
     ``host`` names whose CPUs and devices these are (``host`` for this machine's; a remote Docker engine's ID for
     its own); ``folder`` (default: ``HETERO_SLOT_LOCKS``, else :data:`SLOT_LOCKS`) is made world-writable and
-    sticky, as ``/tmp`` is. Raises ValueError naming the folder and the fix when it is a symbolic link, not a
-    folder, or owned by another user than root or this one (planted by another user: never followed)."""
+    sticky, as ``/tmp`` is (so the gates of every user of the host share it). Raises ValueError naming the folder and
+    the fix when it is a symbolic link (never followed), not a folder, or another user's (not root's) that is not
+    world-writable and sticky."""
 
     def __init__(self, host: str, folder: Path | None = None) -> None:
         self.host = re.sub(r"[^A-Za-z0-9_.-]", "_", host)
@@ -222,18 +223,28 @@ class HostLease:
             self.folder.mkdir(parents=True)
             self.folder.chmod(0o1777)
         st = self.folder.lstat()
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, os.geteuid()):
-            raise ValueError(f"the slot lock folder {self.folder} is a link, not a folder, or another user's: "
-                             "remove it, or name a folder of your own in HETERO_SLOT_LOCKS")
+        shared = st.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH  # as /tmp: any user's
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or not (st.st_uid in (0, os.geteuid())
+                                                                           or shared):
+            raise ValueError(f"the slot lock folder {self.folder} is a link, not a folder, or another user's that is "
+                             "not world-writable and sticky: remove it, or name a folder of your own in "
+                             "HETERO_SLOT_LOCKS")
 
     def acquire(self, slot: Slot) -> list[int] | None:
         """The open lock files of ``slot``'s ids, each locked (in the ids' sorted order, as every process takes
         them: no two processes wait on each other), or None when another process holds one of them (what was
-        locked here is let go). An unpinned slot names nothing: ``[]``."""
+        locked here is let go). An unpinned slot names nothing: ``[]``. Raises ActionFailed ``configuration`` naming
+        the file and the fix when a lock file cannot be opened (another user's, mode 0600; a link: never followed)."""
         held: list[int] = []
         for i in sorted(slot.ids):
-            name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{self.host}-{slot.kind}-{i}.lock")
-            fd = os.open(self.folder / name, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            path = self.folder / re.sub(r"[^A-Za-z0-9_.-]", "_", f"{self.host}-{slot.kind}-{i}.lock")
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                self.release(held)
+                raise ActionFailed(f"the device slot lock file {path} cannot be opened ({exc.strerror}): make it a "
+                                   "plain file every gate user may read, or name a folder of your own in "
+                                   "HETERO_SLOT_LOCKS", "configuration") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
