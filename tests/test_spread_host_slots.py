@@ -106,7 +106,7 @@ def test_a_lock_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
 PROBE = """
 import json, os, sys, time
 begun = time.time()
-time.sleep(5)
+time.sleep(10)
 json.dump(dict(begun=begun, ended=time.time(), affinity=sorted(os.sched_getaffinity(0))), open(sys.argv[1], 'w'))
 """
 
