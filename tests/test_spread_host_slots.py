@@ -56,16 +56,30 @@ def test_a_slot_held_elsewhere_is_passed_over_for_a_free_one(tmp_path: Path) -> 
     assert mine.take()[0].ids == ("1", "2")
 
 
-def test_leases_are_per_host_and_an_unpinned_slot_takes_none(tmp_path: Path) -> None:
-    """CPU 0 of another Docker engine is not this host's CPU 0; an unpinned slot names nothing to lease."""
+def test_leases_are_per_host(tmp_path: Path) -> None:
+    """CPU 0 of another Docker engine is not this host's CPU 0."""
     here = Slots([Slot("cpuset", ("0",))], lease=HostLease("host", tmp_path))
     there = Slots([Slot("cpuset", ("0",))], lease=HostLease("docker-engine-abc", tmp_path))
     here.take()
     assert there.take()[0].ids == ("0",)
+
+
+def test_unpinned_runs_go_one_at_a_time_on_the_host(tmp_path: Path) -> None:
+    """A slot with no device index (a GPU resource on a host whose devices the gate cannot list: the engine's
+    ``Count`` request or the gate's own device selection places it, on the same devices each time) lets one run at a
+    time go within a process; two processes' unpinned runs went at once (shown: two GPU resources under ``-n 2``,
+    both runs unpinned over the same 8 s, each isolation proven). One host-wide lease holds them to one at a time."""
     a = Slots([Slot("unpinned", ())], lease=HostLease("host", tmp_path))
     b = Slots([Slot("unpinned", ())], lease=HostLease("host", tmp_path))
-    a.take()
-    assert b.take()[0].kind == "unpinned"
+    slot, _ = a.take()
+    got: list[tuple[Slot, float]] = []
+    waiter = threading.Thread(target=lambda: got.append(b.take()), daemon=True)
+    waiter.start()
+    time.sleep(0.5)
+    assert got == []
+    a.give(slot)
+    waiter.join(5)
+    assert got and got[0][0].kind == "unpinned"
 
 
 def test_a_run_waiting_for_a_slot_held_elsewhere_ends_when_the_gate_stops(tmp_path: Path) -> None:

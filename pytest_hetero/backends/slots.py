@@ -233,10 +233,12 @@ class HostLease:
     def acquire(self, slot: Slot) -> list[int] | None:
         """The open lock files of ``slot``'s ids, each locked (in the ids' sorted order, as every process takes
         them: no two processes wait on each other), or None when another process holds one of them (what was
-        locked here is let go). An unpinned slot names nothing: ``[]``. Raises ActionFailed ``configuration`` naming
+        locked here is let go). An unpinned slot (no device index known: the engine's or the gate's own device
+        selection places the run, the same devices each time) holds one lock of the host, ``unpinned-any``: such runs
+        go one at a time on the host, as they do within one process. Raises ActionFailed ``configuration`` naming
         the file and the fix when a lock file cannot be opened (another user's, mode 0600; a link: never followed)."""
         held: list[int] = []
-        for i in sorted(slot.ids):
+        for i in sorted(slot.ids) or ["any"]:
             path = self.folder / re.sub(r"[^A-Za-z0-9_.-]", "_", f"{self.host}-{slot.kind}-{i}.lock")
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -291,7 +293,7 @@ class Slots:
         with self._cond:
             while True:
                 for slot in self._free:
-                    held = [] if self.lease is None or slot.kind == "unpinned" else self.lease.acquire(slot)
+                    held = [] if self.lease is None else self.lease.acquire(slot)
                     if held is not None:
                         self._free.remove(slot)
                         self._held[slot] = held
