@@ -201,3 +201,24 @@ def test_the_lock_folder_of_another_user_is_shared_as_tmp_is_and_a_bad_lock_file
     os.chown(private, 65534, 65534)
     with pytest.raises(ValueError, match="another user's"):
         HostLease("host", private)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a width of 2 needs two CPU slots")
+def test_a_lone_run_is_not_said_to_go_beside_others(pytester: pytest.Pytester) -> None:
+    """One model × one dataset, ``per-run``, concurrency 2 on two CPU slots, the model granted the host's network:
+    the group's pool was 2 wide, and the lone run was recorded as "model runs went 2 at once on the host's network":
+    isolation between model runs not proven (the verdict held back from pass) and contention listed, though no other
+    run existed. The width is now at most the runs the group planned."""
+    doc = json.loads(matrix_text(resources=[{"name": "c", "type": "cpu", "requests": {"cpu": 1},
+                                             "model_runs": "per-run", "concurrency": 2}], name="lone", truth=False))
+    doc["spec"]["models"][0]["network"] = True
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", "import json, sys; json.dump(dict(ids=[0]), "
+                                              "open(sys.argv[1], 'w'))", "{outputs}"]
+    (pytester.path / "lone.matrix.yaml").write_text(json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", "r1", "-k", "model")
+    ev = evidence_of(pytester)
+    item = items(ev)["c::py::digits-logreg@digits-test::model"]
+    run = record(item, "model.run")
+    assert (record(item, "model.spread")["concurrency"], run["spread"]["concurrency"]) == (1, 1)
+    assert run["isolation"]["shared_between_runs"] is False and "contention" not in run["isolation"], run["isolation"]
+    assert [r["data"]["part"] for r in item["records"] if r["kind"] == "scope.not_proven"] == [], item["records"]
