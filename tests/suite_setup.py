@@ -32,6 +32,13 @@ def outside_inputs(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
     monkeypatch.setenv("HETERO_ALLOW_PATHS", value)
     return value
 
+# The host-wide device slot leases of per-run model runs (pytest_hetero.backends.slots.HostLease) are per test
+# process: a test's gate runs (its pytester runs and their pytest-xdist workers inherit this) keep clear of each
+# other's CPUs, but not of another test process's, which would make a test that needs two CPUs at once wait for a
+# neighbouring test (this suite's own workers, another checkout's suite on the same machine).
+os.environ["HETERO_SLOT_LOCKS"] = tempfile.mkdtemp(prefix="hetero-slots-")
+os.chmod(os.environ["HETERO_SLOT_LOCKS"], 0o1777)  # as the gate makes it: a test's gate run as another user shares it
+
 # Hypothesis keeps its storage (example database, constants cache) outside the checkout: its files are
 # mode 0600, and a checkout holding one is a project the sandbox user cannot read, so the gate copies it
 # for the model (test_sandbox: a sandbox-user run must need no copy, whatever ran before it serially).

@@ -291,7 +291,7 @@ def test_device_slots_come_from_the_target_the_gates_own_selection_or_the_device
 
 def test_a_slot_pins_by_the_vendors_variable_or_the_cpu_affinity() -> None:
     assert pin(Slot("devices", ("0", "2")), res({"nvidia.com/gpu": "2"}), 2) == Pin(
-        Slot("devices", ("0", "2")), env={"CUDA_VISIBLE_DEVICES": "0,2"}, width=2)
+        Slot("devices", ("0", "2")), env={"CUDA_VISIBLE_DEVICES": "0,2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, width=2)
     assert pin(Slot("devices", ("1",)), res({"huawei.com/Ascend910B": "1"}), 1).env == {
         "ASCEND_RT_VISIBLE_DEVICES": "1"}
     assert pin(Slot("cpuset", ("1", "3")), res({"cpu": "2"}), 2) == Pin(

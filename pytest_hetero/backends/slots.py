@@ -15,22 +15,30 @@ A list the matrix pins (``target.device_ids``: one whole-number device index ≥
 ``bad_request``), never turned into an unpinned slot on devices or CPUs the matrix did not give.
 
 The runs of a resource × image go at most ``min(concurrency, slots)`` at once (:func:`width`); a run takes a free
-slot (:class:`Slots`) and gives it back once its workload is gone. How a slot pins a run is the engine's: a
+slot (:class:`Slots`) and gives it back once its workload is gone. Every gate process of a host carves its slots
+from the same CPUs and devices (pytest-xdist runs each resource on a worker of its own), so a slot is also leased
+host-wide (:class:`HostLease`, a lock file per CPU or device): no two processes' runs are pinned to one CPU or device
+at once. How a slot pins a run is the engine's: a
 container's ``CpusetCpus``/``DeviceIDs`` on Docker, a process's CPU affinity or ``CUDA_VISIBLE_DEVICES`` /
 ``ASCEND_RT_VISIBLE_DEVICES`` locally.
 """
 
 from __future__ import annotations
 
+import fcntl
 import math
-import queue
+import os
 import re
+import stat
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
+from pytest_hetero.backends.protocol import ActionFailed
 from pytest_hetero.matrix.quantity import quantity
 
 if TYPE_CHECKING:
@@ -190,24 +198,129 @@ def width(concurrency: Concurrency, slots: list[Slot]) -> int:
     return max(1, len(slots) if concurrency == "free" else min(concurrency, len(slots)))
 
 
-class Slots:
-    """The free device slots of one resource × image's runs: :meth:`take` blocks until one is free."""
+SLOT_LOCKS = Path("/tmp/pytest-hetero-slots")
+"""Default folder of the host-wide slot leases (:class:`HostLease`); ``HETERO_SLOT_LOCKS`` names another (every gate
+process of the host must name the same one to keep clear of each other's slots)."""
 
-    def __init__(self, slots: list[Slot]) -> None:
+
+class HostLease:
+    """Host-wide leases of device slots: one lock file per CPU or device (``<folder>/<host>-<kind>-<id>.lock``),
+    held with ``flock`` while a run of this process is pinned to it. Each gate process carves its slots from the same
+    CPUs and devices (pytest-xdist workers, one per resource; two gates on one host), so a slot free in this process
+    may be another's run's at this moment: :class:`Slots` takes a slot only once it holds every lock of its ids. The
+    kernel drops a lock when its holder dies (even by SIGKILL), so no lease outlives its process.
+
+    ``host`` names whose CPUs and devices these are (``host`` for this machine's; a remote Docker engine's ID for
+    its own); ``folder`` (default: ``HETERO_SLOT_LOCKS``, else :data:`SLOT_LOCKS`) is made world-writable and
+    sticky, as ``/tmp`` is (so the gates of every user of the host share it). Raises ValueError naming the folder and
+    the fix when it is a symbolic link (never followed), not a folder, or another user's (not root's) that is not
+    world-writable and sticky."""
+
+    def __init__(self, host: str, folder: Path | None = None) -> None:
+        self.host = re.sub(r"[^A-Za-z0-9_.-]", "_", host)
+        self.folder = folder if folder is not None else Path(os.environ.get("HETERO_SLOT_LOCKS") or SLOT_LOCKS)
+        with suppress(FileExistsError):
+            self.folder.mkdir(parents=True)
+            self.folder.chmod(0o1777)
+        st = self.folder.lstat()
+        shared = st.st_mode & (stat.S_ISVTX | stat.S_IWOTH) == stat.S_ISVTX | stat.S_IWOTH  # as /tmp: any user's
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or not (st.st_uid in (0, os.geteuid())
+                                                                           or shared):
+            raise ValueError(f"the slot lock folder {self.folder} is a link, not a folder, or another user's that is "
+                             "not world-writable and sticky: remove it, or name a folder of your own in "
+                             "HETERO_SLOT_LOCKS")
+
+    def acquire(self, slot: Slot) -> list[int] | None:
+        """The open lock files of ``slot``'s ids, each locked (in the ids' sorted order, as every process takes
+        them: no two processes wait on each other), or None when another process holds one of them (what was
+        locked here is let go). An unpinned slot (no device index known: the engine's or the gate's own device
+        selection places the run, the same devices each time) holds one lock of the host, ``unpinned-any``: such runs
+        go one at a time on the host, as they do within one process. Raises ActionFailed ``configuration`` naming
+        the file and the fix when a lock file cannot be opened (another user's, mode 0600; a link: never followed)."""
+        held: list[int] = []
+        for i in sorted(slot.ids) or ["any"]:
+            path = self.folder / re.sub(r"[^A-Za-z0-9_.-]", "_", f"{self.host}-{slot.kind}-{i}.lock")
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                self.release(held)
+                raise ActionFailed(f"the device slot lock file {path} cannot be opened ({exc.strerror}): make it a "
+                                   "plain file every gate user may read, or name a folder of your own in "
+                                   "HETERO_SLOT_LOCKS", "configuration") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                self.release(held)
+                return None
+            held.append(fd)
+        return held
+
+    @staticmethod
+    def release(held: list[int]) -> None:
+        """Let go of the lock files :meth:`acquire` returned."""
+        for fd in held:
+            os.close(fd)  # closing the only descriptor of the open file drops its flock
+
+
+LEASE_POLL_S = 0.1
+"""Seconds between two looks at the slots held by other processes (:meth:`Slots.take`)."""
+
+
+class Slots:
+    """The free device slots of one resource × image's runs: :meth:`take` blocks until one is free, here and (with a
+    ``lease``) in every other gate process of the host."""
+
+    def __init__(self, slots: list[Slot], lease: HostLease | None = None,
+                 stopped: Callable[[], bool] = lambda: False) -> None:
         self.all = list(slots)
-        self.free: queue.Queue[Slot] = queue.Queue()
-        for slot in slots:
-            self.free.put(slot)
+        self.lease, self.stopped = lease, stopped
+        self._free = list(slots)
+        self._held: dict[Slot, list[int]] = {}
+        self._retired: dict[Slot, str] = {}
+        self._cond = threading.Condition()
+
+    def free_slots(self) -> list[Slot]:
+        """The slots no run of this pool holds now (in the order they are offered)."""
+        with self._cond:
+            return list(self._free)
 
     def take(self) -> tuple[Slot, float]:
-        """A free slot and the seconds waited for it."""
+        """A free slot and the seconds waited for it: the first free one here whose CPUs or devices no other process
+        holds (:class:`HostLease`). Raises ActionFailed ``harness`` when ``stopped()`` turns true while waiting, and
+        ``container_not_reset`` when every slot was retired (:meth:`retire`)."""
         begun = time.monotonic()
-        slot = self.free.get()
-        return slot, time.monotonic() - begun
+        with self._cond:
+            while True:
+                for slot in self._free:
+                    held = [] if self.lease is None else self.lease.acquire(slot)
+                    if held is not None:
+                        self._free.remove(slot)
+                        self._held[slot] = held
+                        return slot, time.monotonic() - begun
+                if self.stopped():
+                    raise ActionFailed("the gate stopped while this model run waited for a free device slot",
+                                       "harness")
+                if not self._free and len(self._retired) == len(self.all):
+                    raise ActionFailed("no device slot of this resource is left to run on: "
+                                       + "; ".join(self._retired.values()), "container_not_reset")
+                self._cond.wait(LEASE_POLL_S)
+
+    def retire(self, slot: Slot, why: str) -> None:
+        """Never give ``slot`` to another run (``why``: what still holds it, e.g. an earlier run's container the
+        engine would not remove, running on its CPUs or devices). Its host-wide lease stays held by this process; a
+        run waiting for a slot when none is left fails (ActionFailed ``container_not_reset``, naming ``why``)."""
+        with self._cond:
+            self._retired[slot] = why
+            self._cond.notify_all()
 
     def give(self, slot: Slot) -> None:
-        """Free ``slot`` again (its workload is gone)."""
-        self.free.put(slot)
+        """Free ``slot`` again (its workload is gone): its host-wide leases too."""
+        with self._cond:
+            if self.lease is not None:
+                self.lease.release(self._held.pop(slot, []))
+            self._free.append(slot)
+            self._cond.notify_all()
 
 
 class SpreadTiming(TypedDict):
@@ -221,18 +334,18 @@ class SpreadTiming(TypedDict):
     running_at: float | None
     run_started_at: float | None
     run_ended_at: float | None
-    removed_at: float
+    removed_at: float | None
     waited_for_slot_s: float
     slot_wait_s: float
 
 
 def spread_facts(slot: Slot, width: int, queued: float, got: float, waited: float, created: float | None,
-                 running: float | None, ran: tuple[float | None, float | None], removed: float) -> SpreadTiming:
+                 running: float | None, ran: tuple[float | None, float | None], removed: float | None) -> SpreadTiming:
     """The timing part of a pinned per-run model run's ``details["spread"]``, the same keys on Docker and local (the
     renderers read them alike): its ``slot`` and the ``concurrency`` (``width``); epoch seconds it was ``queued`` at,
     ``got`` its slot at (after ``waited`` seconds in :meth:`Slots.take`), its workload was ``created`` and
     ``running`` at, the run's own window (``ran``: the exec's ``(started, ended)``, None: not known) and when the
-    workload was ``removed``; the seconds from queue to slot and the wait in the slot queue."""
+    workload was ``removed`` (None: it was not); the seconds from queue to slot and the wait in the slot queue."""
     return {"slot": slot.to_dict(), "concurrency": width, "queued_at": queued, "slot_at": got, "created_at": created,
             "running_at": running, "run_started_at": ran[0], "run_ended_at": ran[1],
             "removed_at": removed, "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3)}

@@ -117,11 +117,13 @@ class Plan:
 
 
 class Group:
-    """The runs of one matrix × resource × image: a pool of ``plan.width`` threads, each run's future by item id."""
+    """The runs of one matrix × resource × image: a pool of ``plan.width`` threads (at most ``planned``, the runs
+    launched ahead, when given: a width beyond them would be said of runs that never went at once), each run's future
+    by item id."""
 
-    def __init__(self, plan: Plan, stop: threading.Event) -> None:
+    def __init__(self, plan: Plan, stop: threading.Event, planned: int | None = None) -> None:
         self.plan, self.stop = plan, stop
-        self.width = plan.width
+        self.width = plan.width if planned is None else max(1, min(plan.width, planned))
         self.pool = ThreadPoolExecutor(plan.width, thread_name_prefix="hetero-run")
         self.futures: dict[tuple[str, ...], list[Future[Outcome]]] = {}
         self.launched: set[Future[Outcome]] = set()
@@ -174,18 +176,19 @@ class Spread:
     def execute(self, step: Step, plan: Callable[[Concurrency], Plan]) -> ExecResult:
         """The item's model run in a workload of its own (see the module docstring). On the group's first item,
         ``plan(concurrency)`` says how the group's runs go (the engine turns ``free`` into a number and names the
-        setting in the plan's facts), and the runs of the model items after it are launched too (recorded as
-        ``model.spread``). Raises what the run raised (an EngineFault), after writing the run's
-        records into ``step``."""
+        setting in the plan's facts; the group's width is at most the runs launched ahead), and the runs of the model
+        items after it are launched too (recorded as ``model.spread``). Raises what the run raised (an EngineFault),
+        after writing the run's records into ``step``."""
         runs, width = mode(step)
         key = (step.matrix.sha256, step.resource.name, step.image.name)
+        upcoming: list[PlannedItem] = []
         with self.lock:
             group = self.groups.get(key)
             first = group is None
-            if group is None:
-                group = self.groups[key] = Group(plan(width), self.stop)
+            if group is None:  # the runs go at most as many at once as were planned: a lone run is alone
+                upcoming = ahead(step)
+                group = self.groups[key] = Group(plan(width), self.stop, planned=len(upcoming))
         if first:
-            upcoming = ahead(step)
             step.record("model.spread", model_runs=runs, concurrency=group.width, launched=len(upcoming),
                         items=["::".join(p.parts) for p in upcoming], **group.plan.facts)
             for planned in upcoming:

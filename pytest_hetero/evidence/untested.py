@@ -76,7 +76,8 @@ run's result (a ``.pth`` file, a process left running), or, with ``model_runs: p
 the same time), so the run's verdict cannot be ``pass``."""
 CONTENTION_PART = "resources between model runs at once"
 """``part`` of the ``scope.not_proven`` record of a model run that went beside others sharing a limit no workload of
-its own holds (an engine's ``isolation.contention``: one sandbox user's process limit, the host's memory): another
+its own holds (an engine's ``isolation.contention``: one sandbox user's process limit, the host's memory, the disk
+of the run folders): another
 run could have made this one fail, so a failure's owner is not proven; a pass stands (no run can make another
 pass), so it does not hold back the verdict."""
 

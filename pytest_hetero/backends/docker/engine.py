@@ -65,7 +65,7 @@ from pytest_hetero.backends.protocol import (
     UsageFacts,
     render_entrypoint,
 )
-from pytest_hetero.backends.slots import spread_facts
+from pytest_hetero.backends.slots import HostLease, spread_facts
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, wanted
 from pytest_hetero.matrix.model import Matrix, Model
 from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured, unavailable
@@ -522,10 +522,15 @@ class DockerBackend(Backend):
                                            s.engine.ncpu, docker_spread.host_devices(s.local))
         except ValueError as exc:
             raise ActionFailed(f"resource {res.name}: {exc}", "bad_request") from None
+        try:  # the engine's CPUs and devices, which every gate process using it (xdist workers) carves slots from
+            lease = HostLease("host" if s.local else f"docker-{s.engine.id or s.engine.name or 'engine'}")
+        except (ValueError, OSError) as exc:
+            raise ActionFailed(f"resource {res.name}: {exc}", "configuration") from None
         shared = s.workloads.pop((res.name, ctx.image.name), None)
         if shared is not None:
             self._remove(shared["id"])
-        return Plan(run=functools.partial(self._run_alone, docker_spread.Slots(found)), unexpected=self._unexpected,
+        slots = docker_spread.Slots(found, lease, stopped=s.spread.stop.is_set)
+        return Plan(run=functools.partial(self._run_alone, slots), unexpected=self._unexpected,
                     width=docker_spread.width(concurrency, found), noun="container",
                     facts={"concurrency_setting": concurrency, "slots": [x.to_dict() for x in found],
                            "startup_container_removed": shared["name"] if shared else None})
@@ -559,19 +564,27 @@ class DockerBackend(Backend):
             result.details["isolation"] = docker_spread.isolation(slot, s.conf.network, width)
             facts = self._usage(workload, "completed" if result.exit_code == 0 else "failed")
         finally:
-            removed = time.time()
+            removed: float | None = time.time()
+            not_removed = None
             if workload is not None:
                 try:
                     self._remove(workload["id"])
-                except docker.errors.DockerException:
-                    pass  # left to the engine's close (owner label)
-            slots.give(slot)
+                except docker.errors.DockerException as exc:  # left to the engine's close (owner label)
+                    removed, not_removed = None, f"{type(exc).__name__}: {exc}"[:300]
+            if not_removed is None:
+                slots.give(slot)
+            else:  # still there, with whatever the run left running in it, on the slot's CPUs or devices
+                slots.retire(slot, f"the container {workload['name'] if workload else '?'} of an earlier model run "
+                                   f"on slot {slot.kind} {','.join(slot.ids) or '-'} could not be removed "
+                                   f"({not_removed}): it may still run there")
         result.details.pop("workload_started", None)  # the run's container is its workload, counted once
         if facts:
             facts["released"] = removed
             result.details["workload"] = facts
         result.details["spread"] = {"container": workload["name"], "container_id": workload["id"], **spread_facts(
             slot, width, queued, got, waited, workload["created_at"], running, ran, removed)}
+        if not_removed is not None:
+            result.details["spread"]["not_removed"] = not_removed
         return result
 
     def _finish_run(self, ctx: Step, workload: DockerWorkload, result: ExecResult, outputs: str,

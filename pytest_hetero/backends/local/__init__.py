@@ -62,7 +62,7 @@ from pytest_hetero.backends.sandbox import (
     remove_tree,
 )
 from pytest_hetero.backends.sandbox.zygote import Zygote, ZygoteFailed, args_pipe, run_root
-from pytest_hetero.backends.slots import Slots, spread_facts, width
+from pytest_hetero.backends.slots import HostLease, Slots, spread_facts, width
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread, wanted
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.declared import resolve
@@ -248,7 +248,12 @@ class LocalBackend(Backend):
             found = local_spread.local_slots(res, self.target)
         except ValueError as exc:
             raise ActionFailed(f"resource {res.name}: {exc}", "bad_request") from None
-        return Plan(run=functools.partial(self._run_alone, Slots(found)), unexpected=self._unexpected,
+        try:  # this host's CPUs and devices, which every gate process here (pytest-xdist workers) carves its slots from
+            lease = HostLease("host")
+        except (ValueError, OSError) as exc:
+            raise ActionFailed(f"resource {res.name}: {exc}", "configuration") from None
+        slots = Slots(found, lease, stopped=lambda: self.running.stopped)
+        return Plan(run=functools.partial(self._run_alone, slots), unexpected=self._unexpected,
                     width=width(concurrency, found), noun="sandbox",
                     facts={"concurrency_setting": concurrency, "slots": [x.to_dict() for x in found]})
 

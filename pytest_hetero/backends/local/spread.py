@@ -9,9 +9,9 @@ pinned to one **device slot** of the host (:mod:`pytest_hetero.backends.slots`):
 - a resource that requests accelerators (``nvidia.com/gpu: N``, ``huawei.com/Ascend*: N``) gets N device indices
   per slot, taken in order from ``target.device_ids[<resource>]`` when given, else from the devices the gate was
   given (its own ``CUDA_VISIBLE_DEVICES`` / ``ASCEND_RT_VISIBLE_DEVICES`` when set), else from the host's device
-  nodes (``/dev/nvidia<i>``, ``/dev/davinci<i>``). The run gets them as ``CUDA_VISIBLE_DEVICES`` (NVIDIA) or
-  ``ASCEND_RT_VISIBLE_DEVICES`` (Ascend). Without known indices there is one unpinned slot: the runs go one at a
-  time, with the gate's own device selection;
+  nodes (``/dev/nvidia<i>``, ``/dev/davinci<i>``). The run gets them as ``CUDA_VISIBLE_DEVICES`` (NVIDIA, counted
+  in PCI bus order: :data:`ORDER`) or ``ASCEND_RT_VISIBLE_DEVICES`` (Ascend). Without known indices there is one
+  unpinned slot: the runs go one at a time, with the gate's own device selection;
 - a CPU resource gets ⌈``cpu``⌉ CPUs per slot (1 when it requests none), taken in order from
   ``target.cpuset[<resource>]`` when given, else from the CPUs this process may run on (its affinity). The run is
   started with that CPU affinity (:func:`affinity`): its process and every child inherit it.
@@ -29,7 +29,7 @@ Evidence per run: ``details["spread"]`` (the run's process, its device slot, whe
 ran, its sandbox ended, how long it waited for a slot, the concurrency: Docker's keys) and ``details["isolation"]``
 (:func:`isolation`): the run's confinement with ``shared_between_runs`` False and ``models_isolation`` proven, unless
 runs went at once on the host's network (``models[].network``), or the run was not confined; runs at once share the
-sandbox user's process limit and the host's memory (``contention``: listed as not proven).
+sandbox user's process limit the host's memory and the disk of their run folders (``contention``: listed as not proven).
 """
 
 from __future__ import annotations
@@ -54,6 +54,13 @@ if TYPE_CHECKING:
 VISIBLE: dict[str, str] = {"nvidia": "CUDA_VISIBLE_DEVICES", "ascend": "ASCEND_RT_VISIBLE_DEVICES"}
 """Vendor → the environment variable its runtime reads the devices a process may use from (CUDA runtime; Ascend
 CANN runtime)."""
+
+ORDER: dict[str, dict[str, str]] = {"nvidia": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}}
+"""Vendor → what a run pinned to device indices also gets so that its runtime counts devices as the slot does:
+CUDA reads ``CUDA_VISIBLE_DEVICES`` indices in ``CUDA_DEVICE_ORDER``, by default the fastest device first, while
+the slot's indices (``target.device_ids``, ``/dev/nvidia<i>``), NVML (the run's samples), ``nvidia-smi`` and
+Docker's device requests count in PCI bus order: on a host of mixed GPUs, index 1 would be another GPU to CUDA than
+the one leased, sampled and recorded (CUDA C Programming Guide, "CUDA Environment Variables")."""
 
 PER_RUN_SANDBOX = ("bubblewrap sandbox of its own per model run (its own PID, mount, IPC, UTS and network "
                    "namespaces, run folder and private /tmp, /var/tmp and /dev/shm), pinned to one device slot "
@@ -107,11 +114,11 @@ class Pin:
 
 def pin(slot: Slot, resource: Resource, width: int) -> Pin:
     """The :class:`Pin` of a run of ``resource`` on ``slot`` with ``width`` runs at once: a device slot sets the
-    vendor's :data:`VISIBLE` variable to its indices (comma-separated), a CPU slot the CPU affinity; an unpinned
-    slot changes neither."""
+    vendor's :data:`VISIBLE` variable to its indices (comma-separated) and the vendor's :data:`ORDER`, a CPU slot the
+    CPU affinity; an unpinned slot changes neither."""
     vendor = accelerator({**resource.requests, **resource.limits})
     if slot.kind == "devices" and vendor is not None:
-        return Pin(slot, env={VISIBLE[vendor]: ",".join(slot.ids)}, width=width)
+        return Pin(slot, env={VISIBLE[vendor]: ",".join(slot.ids), **ORDER.get(vendor, {})}, width=width)
     if slot.kind == "cpuset":
         return Pin(slot, cpus=frozenset(int(i) for i in slot.ids), width=width)
     return Pin(slot, width=width)
@@ -172,14 +179,16 @@ def isolation(confinement: ConfinementFacts | None, run: Pin, network: bool) -> 
     ``per_run`` (:data:`PER_RUN_SANDBOX`), the ``slot`` it was pinned to, and whether other model runs could reach
     it. Proven (``shared_between_runs`` False, ``models_isolation``) when it was confined and the runs had no network
     of the host they shared at once (``network``: the matrix granted the model the host's network; ``run.width``
-    runs at once); else not proven, with the ``reason``. Runs at once also share the sandbox user's process limit
-    and the host's memory: ``contention`` says so (one run could make another fail, never pass: the model layer
-    lists it as not proven without holding back the verdict). The pinning's own limits are listed in ``gaps``."""
+    runs at once); else not proven, with the ``reason``. Runs at once also share the sandbox user's process limit,
+    the host's memory and the disk of their run folders: ``contention`` says so (one run could make another fail,
+    never pass: the model layer lists it as not proven without holding back the verdict). The pinning's own limits
+    are listed in ``gaps``."""
     gaps = list(confinement["gaps"]) if confinement is not None else []
     if run.cpus is not None:
         gaps.append("its CPUs are an affinity mask (sched_setaffinity), not a cpuset cgroup: the run could widen it")
-    if run.env:
-        gaps.append(f"its devices are chosen by {', '.join(run.env)}: a run that ignores it can open any device "
+    chosen = [name for name in run.env if name in VISIBLE.values()]
+    if chosen:
+        gaps.append(f"its devices are chosen by {', '.join(chosen)}: a run that ignores it can open any device "
                     "node it sees")
     facts: RunIsolation = {"per_run": PER_RUN_SANDBOX, "slot": run.slot.to_dict(), "gaps": gaps,
                            "shared_between_runs": False}
@@ -200,10 +209,11 @@ def isolation(confinement: ConfinementFacts | None, run: Pin, network: bool) -> 
                                                 "view, processes, network namespace)"}
     if run.width > 1:
         proven["contention"] = (f"model runs went {run.width} at once as one sandbox user, whose process limit "
-                                "(RLIMIT_NPROC counts every process of that uid, in every sandbox) and the host's "
-                                "memory they share: a run could make another fail (its fork or allocation refused), "
-                                "which that run's item would report as its own failure (concurrency 1 runs them one "
-                                "after the other)")
+                                "(RLIMIT_NPROC counts every process of that uid, in every sandbox), the host's "
+                                "memory and the disk of their run folders (the gate's temporary folder, not a "
+                                "size-limited tmpfs) they share: a run could make another fail (its fork or "
+                                "allocation refused, its outputs' write: No space left on device), which that run's "
+                                "item would report as its own failure (concurrency 1 runs them one after the other)")
     return proven
 
 
