@@ -65,9 +65,12 @@ PER_RUN_POD: kube_model.Isolation = {
     "mechanism": "kubernetes pod of its own per model run, placed by the scheduler with the resource's requests "
                  "and deleted after the run",
     "confined": True, "shared_between_runs": False,
-    "models_isolation": "proven: no other model run used this run's pod (file system, processes, devices)",
+    "models_isolation": "proven: no other model run used this run's pod (file system, processes, devices); not "
+                        "covered: the network, where run Pods at once share the pod network and one can reach "
+                        "another's listening ports unless a NetworkPolicy of the namespace stops it",
 }
-"""``isolation`` of a per-run model run on a node with a kubelet."""
+"""``isolation`` of a per-run model run on a node with a kubelet: what is proven, and what it does not cover (the pod
+network; Docker's per-run containers on a shared network are not proven at all: :func:`..docker.spread.isolation`)."""
 PER_RUN_SIMULATED: kube_model.Isolation = {
     "mechanism": "kubernetes pod of its own per model run on a KWOK-simulated node",
     "confined": True, "shared_between_runs": True,
