@@ -14,10 +14,12 @@ import io
 import os
 import re
 import shutil
+import sys
 import tarfile
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -306,5 +308,82 @@ def test_a_run_whose_stream_ended_unconfirmed_is_waited_for_through_its_status_f
             kube_run._run_end(core, namespace, "no-such-pod", run_dir, turned, None, time.perf_counter() + 1)
         assert gone.value.category == "pod_deleted"
     finally:
+        shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
+        cluster.core.delete_namespace(namespace)
+
+
+LEASE_KILLER = r'''
+import fcntl, os, signal, sys, time
+rc, end, me = sys.argv[1], time.time() + float(sys.argv[2]), os.getpid()
+while not os.path.exists(rc) and time.time() < end:
+    time.sleep(0.01)
+time.sleep(0.2)  # the wrapper wrote the run's 0 there
+broke = [False]
+signal.signal(signal.SIGIO, lambda *_: broke.__setitem__(0, True))
+def take():
+    fd = os.open(rc, os.O_RDONLY)
+    fcntl.fcntl(fd, getattr(fcntl, "F_SETLEASE", 1024), fcntl.F_WRLCK)  # an open of the file waits on its holder
+    return fd
+fd = take()
+while time.time() < end:
+    if broke[0]:  # someone opens the file: end every process naming it (this run's folder only), then lease again
+        for p in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != me):
+            try:
+                if rc.encode() in open(f"/proc/{p}/cmdline", "rb").read():
+                    os.kill(int(p), 9)
+            except OSError:
+                pass
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETLEASE", 1024), fcntl.F_UNLCK)
+        os.close(fd)
+        broke[0] = False
+        for _ in range(200):
+            try:
+                fd = take()
+                break
+            except OSError:
+                time.sleep(0.01)
+    time.sleep(0.01)
+'''
+
+
+def test_a_model_that_ends_the_gates_status_checks_does_not_get_a_lost_stream(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The gate's checks of a run's status file run in the run's pod, beside the run's processes. A model that exits
+    0 (its outputs bad) and leaves a process that ends each check (a lease on ``.rc`` holds the check's open, then the
+    check is killed) made every read of the file come back without its line, which the gate took for a pod that did
+    not answer: after the run's timeout, a lost exec stream (``exec_stream_lost``, owner infrastructure), the code
+    under test choosing the failing team. A check that ended with the pod's word on it (an exit status, or the
+    kubelet's failure) but without its line was ended in the pod: ``run_status_unreadable`` (owner algorithm)."""
+    from pytest_hetero.backends.protocol import ActionFailed
+    from pytest_hetero.judge.failures import owner_category
+
+    monkeypatch.setattr(kube_run, "NODE_VERDICT_WAIT_S", 1.0)
+    monkeypatch.setattr(kube_run, "RUN_END_POLL_S", 0.3)
+    namespace = cluster.new_namespace("hetero-exec")
+    core = cluster.core
+    pod = running_pod(cluster, namespace)
+    killer = tmp_path / "killer.py"  # on KWOK the exec runs on this host
+    killer.write_text(LEASE_KILLER)
+    run_dir = f"/tmp/hetero-lease-{uuid.uuid4().hex[:8]}/runs/r"
+    try:
+        argv = ["/bin/sh", "-c", f"setsid {sys.executable} {killer} {run_dir}/.rc 30 >/dev/null 2>&1 & "
+                                 "sleep 0.1; exit 0"]
+        done = kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30)
+        assert done.exit_code == 0
+        time.sleep(0.5)  # the lease is taken
+        with pytest.raises(ActionFailed) as ended:
+            kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {})
+        assert ended.value.category == "run_status_unreadable"
+        assert owner_category("run_status_unreadable", "model") == "algorithm"
+        with pytest.raises(ActionFailed) as polled:
+            kube_run._run_end(core, namespace, pod, run_dir, threading.Event(), None, time.perf_counter() + 1)
+        assert polled.value.category == "run_status_unreadable"
+    finally:
+        for p in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                if str(killer).encode() in open(f"/proc/{p}/cmdline", "rb").read():
+                    os.kill(int(p), 9)  # the test's own killer, by its id
+            except OSError:
+                pass
         shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
         cluster.core.delete_namespace(namespace)

@@ -616,8 +616,36 @@ def status_file(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str) 
         if outcome.category == "pod_deleted":
             raise outcome from None
         return "lost"
-    said = said_status(read.stdout.partition("\n")[0], run_dir)
+    said = checked_status(read, read.stdout.partition("\n")[0], run_dir)
     return "lost" if said is None else said
+
+
+def checked_status(read: kube_exec.ExecOutcome, line: str, run_dir: str) -> int | str | None:
+    """The status of the check ``read`` whose first line is ``line`` (:func:`said_status`); None when the pod did not
+    answer it (:func:`answered`). Raises ActionFailed ``run_status_unreadable`` when the file holds no status, or when
+    the pod answered the check without its line (:func:`check_ended`)."""
+    said = said_status(line, run_dir)
+    if said is None and answered(read):
+        raise check_ended(read, run_dir)
+    return said
+
+
+def answered(read: kube_exec.ExecOutcome) -> bool:
+    """Did the pod say how a check's exec ended (an exit status, or the kubelet's failure: the error channel's Status),
+    rather than not answering (no Status, or the check timed out)?"""
+    return bool(read.status) and not read.timed_out and not read.abandoned
+
+
+def check_ended(read: kube_exec.ExecOutcome, run_dir: str) -> ActionFailed:
+    """ActionFailed ``run_status_unreadable`` (algorithm) for a check of the run's status file (:func:`status_script`)
+    that the pod answered (:func:`answered`) without the check's line: it was ended in the pod (killed, or its open of
+    the file held), and only the run's processes share the pod with the gate's checks. Taking it for a pod that did not
+    answer let a model that exits 0 with bad outputs, leaving a process that ends each check, have its run blamed on a
+    lost exec stream (``exec_stream_lost``, infrastructure)."""
+    how = f"exit status {read.exit_code}" if read.exit_code is not None else "the kubelet's failure"
+    return ActionFailed(f"the check of the model run's status file {run_dir}/.rc ended ({how}) without printing its "
+                        "line, though the pod answered: a process in the pod ended it, and only the run's processes "
+                        "share the pod with the gate's checks", "run_status_unreadable")
 
 
 def status_script(run_dir: str) -> str:
@@ -671,7 +699,8 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
     run, which must not turn its own failure into a lost stream, an infrastructure error. True when there is nothing
     to confirm (no exit status, timed out, abandoned); False when the pod does not answer. Raises ActionFailed
     ``pod_deleted`` when the pod is gone (deleted during the run), and ``run_status_unreadable`` when a reported 0
-    meets a file holding no status (:func:`said_status`). The same exec prints the wrapper's evidence files
+    meets a file holding no status (:func:`said_status`) or a check the pod answered without its line
+    (:func:`check_ended`). The same exec prints the wrapper's evidence files
     (:func:`.runtime.dump_script`): into ``dumped`` when given (one exec less per run); with ``readback``, it then
     reads the outputs file when it has at most :data:`INLINE_OUTPUTS_BYTES` bytes (:func:`outputs_script`, between a
     line with a token of this exec and one with the token and its exit status) and, the file holding the reported
@@ -715,7 +744,7 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
         dumped.update(runtime.parse_dump(rest))
     if done.exit_code != 0:
         return True  # the kubelet's own word: the run ended so
-    said = said_status(line, run_dir)
+    said = checked_status(read, line, run_dir)
     if isinstance(said, int):
         done.exit_code = said
         return True
