@@ -387,3 +387,59 @@ def test_a_model_that_ends_the_gates_status_checks_does_not_get_a_lost_stream(
                 pass
         shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
         cluster.core.delete_namespace(namespace)
+
+
+REWRITER = r'''
+import sys, time
+path, end = sys.argv[1], time.time() + float(sys.argv[2])
+body = b'{"x": "' + b"a" * (2 * 1024 * 1024) + b'"}'  # more than the exit-status check reads in its own exec
+open(path, "wb").write(body)
+with open(path, "r+b") as f:  # cut to half and written whole again, over and over, after the run's end
+    while time.time() < end:
+        time.sleep(0.0005)
+        f.truncate(len(body) // 2)
+        f.seek(len(body) // 2)
+        f.write(body[len(body) // 2:])
+        f.flush()
+'''
+
+
+def test_a_model_rewriting_its_outputs_after_its_end_does_not_get_a_lost_stream(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """A model that exits 0 and leaves a process cutting and rewriting its (over 1 MiB) outputs file made the gate's
+    read of it count one size (``wc -c``) and receive another, which the gate took for an exec stream that closed
+    before the end of stdout (``exec_stream_lost``, owner infrastructure): the code under test chose the failing
+    team, also when more bytes came than were counted, which no lost stream does. The read now compares the file's
+    size and change time before and after it is copied: a file that changed meanwhile is ``outputs_changed``
+    (owner algorithm); only an unchanged file that arrived short is a lost stream."""
+    from pytest_hetero.backends.protocol import ActionFailed
+    from pytest_hetero.judge.failures import owner_category
+
+    namespace = cluster.new_namespace("hetero-exec")
+    core = cluster.core
+    pod = running_pod(cluster, namespace)
+    rewriter = tmp_path / "rewriter.py"  # on KWOK the exec runs on this host
+    rewriter.write_text(REWRITER)
+    run_dir = f"/tmp/hetero-rewrite-{uuid.uuid4().hex[:8]}/runs/r"
+    try:
+        argv = ["/bin/sh", "-c", f"setsid {sys.executable} {rewriter} {run_dir}/outputs.json 20 >/dev/null 2>&1 & "
+                                 "sleep 0.3; exit 0"]
+        assert kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30).exit_code == 0
+        categories = set()
+        for _ in range(8):
+            try:
+                kube_run.read_outputs(core, namespace, pod, f"{run_dir}/outputs.json")
+                categories.add("read")
+            except ActionFailed as exc:
+                categories.add(exc.category)
+        assert "exec_stream_lost" not in categories and "outputs_changed" in categories, categories
+        assert owner_category("outputs_changed", "model") == "algorithm"
+    finally:
+        for p in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                if str(rewriter).encode() in open(f"/proc/{p}/cmdline", "rb").read():
+                    os.kill(int(p), 9)  # the test's own rewriter, by its id
+            except OSError:
+                pass
+        shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
+        cluster.core.delete_namespace(namespace)
