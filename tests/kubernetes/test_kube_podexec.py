@@ -326,7 +326,8 @@ def take():
     return fd
 fd = take()
 while time.time() < end:
-    if broke[0]:  # someone opens the file: end every process naming it (this run's folder only), then lease again
+    if broke[0] and sys.argv[3:] == ["kill"]:  # someone opens the file: end every process naming it (this run's
+        # folder only), then lease again; else the lease just holds the open (the kernel breaks it after 45 s)
         for p in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != me):
             try:
                 if rc.encode() in open(f"/proc/{p}/cmdline", "rb").read():
@@ -366,7 +367,7 @@ def test_a_model_that_ends_the_gates_status_checks_does_not_get_a_lost_stream(
     killer.write_text(LEASE_KILLER)
     run_dir = f"/tmp/hetero-lease-{uuid.uuid4().hex[:8]}/runs/r"
     try:
-        argv = ["/bin/sh", "-c", f"setsid {sys.executable} {killer} {run_dir}/.rc 30 >/dev/null 2>&1 & "
+        argv = ["/bin/sh", "-c", f"setsid {sys.executable} {killer} {run_dir}/.rc 30 kill >/dev/null 2>&1 & "
                                  "sleep 0.1; exit 0"]
         done = kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30)
         assert done.exit_code == 0
@@ -439,6 +440,41 @@ def test_a_model_rewriting_its_outputs_after_its_end_does_not_get_a_lost_stream(
             try:
                 if str(rewriter).encode() in open(f"/proc/{p}/cmdline", "rb").read():
                     os.kill(int(p), 9)  # the test's own rewriter, by its id
+            except OSError:
+                pass
+        shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
+        cluster.core.delete_namespace(namespace)
+
+
+@pytest.mark.xfail(strict=True, reason="defect: a check of .rc that a process of the run holds past its 15 s (a lease "
+                   "on the file, SIGSTOP) reads as a pod that did not answer, so the run is blamed on a lost exec "
+                   "stream (infrastructure); a hung check cannot be told from a hung node while the checks run beside "
+                   "the run as its user (a fix needs a reader the run cannot reach: another uid, or a sidecar)")
+def test_a_model_that_holds_the_gates_status_checks_does_not_get_a_lost_stream(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """As :func:`test_a_model_that_ends_the_gates_status_checks_does_not_get_a_lost_stream`, but the lease on ``.rc``
+    only holds each check's open (nothing is killed): every check times out after 15 s."""
+    monkeypatch.setattr(kube_run, "NODE_VERDICT_WAIT_S", 1.0)
+    monkeypatch.setattr(kube_run, "RUN_END_POLL_S", 0.3)
+    namespace = cluster.new_namespace("hetero-exec")
+    core = cluster.core
+    pod = running_pod(cluster, namespace)
+    holder = tmp_path / "holder.py"  # on KWOK the exec runs on this host
+    holder.write_text(LEASE_KILLER)
+    run_dir = f"/tmp/hetero-hold-{uuid.uuid4().hex[:8]}/runs/r"
+    try:
+        argv = ["/bin/sh", "-c", f"setsid {sys.executable} {holder} {run_dir}/.rc 40 >/dev/null 2>&1 & "
+                                 "sleep 0.1; exit 0"]
+        done = kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30)
+        time.sleep(0.5)  # the lease is taken
+        assert not kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {})  # its check timed out
+        end = kube_run._run_end(core, namespace, pod, run_dir, threading.Event(), None, time.perf_counter() + 1)
+        assert end != "lost", "the pod answered; a process of the run held the check"
+    finally:
+        for p in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                if str(holder).encode() in open(f"/proc/{p}/cmdline", "rb").read():
+                    os.kill(int(p), 9)  # the test's own holder, by its id
             except OSError:
                 pass
         shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
