@@ -476,6 +476,23 @@ def test_a_node_of_another_uid_is_not_published_whatever_the_clocks_say(tmp_path
     assert not_replaced(plan, [node("u-n1")], None, {"n1": {"u-n1", "u-other"}})[0] == []
 
 
+def test_the_machine_the_run_read_is_published_whatever_the_clocks_say(tmp_path: Path) -> None:
+    """n1 now has the uid the run's discovery read: the machine the run exercised. Its creationTimestamp was still held
+    against the run's start, so an apiserver clock ahead of the gate's (a node an autoscaler made just before the run)
+    left the very machine the run read out as 'created since the run began'. The uid tells it, whatever the clocks
+    say, both ways; the times decide only where no uid is recorded or read."""
+    from pytest_hetero.status.publish import NodeSeen, node_uids, not_replaced
+
+    items = run_items(False)
+    items[0] = item("discovery", "passed", rec("discovery.snapshot", nodes=[{"name": n, "uid": f"u-{n}"} for n in POOL]))
+    [pool] = pool_status(matrix(tmp_path, None), items, "2026-12-02T10:00:00Z")
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))
+    ahead: NodeSeen = {"name": "n1", "labels": {}, "taints": [], "conditions": [], "annotations": {},
+                       "created": "2026-12-02T09:00:05+00:00", "uid": "u-n1"}  # the apiserver's clock 10 s ahead
+    assert not_replaced(plan, [ahead], "2026-12-02T09:00:00Z", node_uids([pool])) == (plan, [])
+    assert not_replaced(plan, [ahead], "2026-12-02T09:00:00Z", {})[0] == []  # no uid recorded: the times decide
+
+
 def test_a_node_listed_under_two_uids_has_no_discovery_of_its_own(tmp_path: Path) -> None:
     """Two discovery snapshots of the pool read n1 as two machines (replaced while the pool was read): no one machine
     was read under the name, so its discovery is not_run there, its level none and its status names no uid."""

@@ -232,10 +232,13 @@ def _rows() -> dict[str, Entry]:
         "timeout": (A, F, "the model's run exceeded the layer timeout", "model"),
         "nonzero_exit": (A, F, "the model's entrypoint exited non-zero", "model"),
         "run_status_unreadable": (A, F, "the model run wrote over its exit status file (the gate's wrapper writes an "
-                                        "integer there; nothing else but the run can)", _KUBE),
+                                        "integer there; nothing else but the run can), or ended the gate's check of it "
+                                        "in the pod", _KUBE),
         "no_outputs": (A, F, "the model's entrypoint wrote no outputs file", "model"),
         "bad_outputs": (A, F, "the outputs file is not one JSON object", "model"),
         "outputs_too_large": (A, F, "the model wrote more outputs than the limit", _KUBE),
+        "outputs_changed": (A, F, "a process the model run left wrote its outputs file while the gate read it after "
+                                  "the run's end", _KUBE),
         "container_not_reset": (INF, E, "the container could not be reset between model runs", _DOCKER),
         "file_missing": (A, F, "the model's / dataset's declared files are theirs", "startup (files)"),
         "digest_mismatch": (A, F, "the model's / dataset's files differ from their declared digests",

@@ -226,13 +226,14 @@ def not_replaced(plan: list[NodeChange], nodes: list[NodeSeen], started: str | N
     """``plan`` less the nodes that are not the machine the run exercised under their name: a node of that name was
     deleted and created again since (a replaced machine, an autoscaler reusing a name), so nothing of the run is
     written on it. Told by the node's ``metadata.uid``, where the run recorded one (``ran_on``: node → the uids the
-    run's discovery read under that name, :func:`node_uids`): another uid now is another machine, whatever the clocks
-    say; else by its ``creationTimestamp`` later than the run's start (``started``: the signed run's ``started_at``,
-    ISO 8601; the apiserver's clock against the gate's). ``nodes``: what the cluster holds now (:class:`NodeSeen`); a
-    node not among them is kept, as is one whose uid is not read nor recorded and whose creation time is not read or
-    not later, or every such node when ``started`` is None or not a time (a bundle that states no start). Returns
-    (plan kept, the nodes left out: ``{"node", "uid", "run_uid"}`` when told by the uid (``run_uid``: the recorded
-    ones, comma-separated), else ``{"node", "created", "run_started"}``)."""
+    run's discovery read under that name, :func:`node_uids`): another uid now is another machine, and the one uid
+    recorded the machine the run read, whatever the clocks say; else (no uid read or recorded) by its
+    ``creationTimestamp`` later than the run's start (``started``: the signed run's ``started_at``, ISO 8601; the
+    apiserver's clock against the gate's). ``nodes``: what the cluster holds now (:class:`NodeSeen`); a node not
+    among them is kept, as is one whose uid is not read nor recorded and whose creation time is not read or not
+    later, or every such node when ``started`` is None or not a time (a bundle that states no start). Returns (plan
+    kept, the nodes left out: ``{"node", "uid", "run_uid"}`` when told by the uid (``run_uid``: the recorded ones,
+    comma-separated), else ``{"node", "created", "run_started"}``)."""
     seen = {n["name"]: n for n in nodes}
     recorded = ran_on or {}
 
@@ -241,7 +242,9 @@ def not_replaced(plan: list[NodeChange], nodes: list[NodeSeen], started: str | N
         if node is None:
             return None
         uid, theirs = node.get("uid"), recorded.get(entry["node"])
-        if uid and theirs and (uid not in theirs or len(theirs) > 1):
+        if uid and theirs:  # the uid tells it, whatever the clocks say (the apiserver's may be ahead of the gate's)
+            if uid in theirs and len(theirs) == 1:
+                return None
             return {"node": entry["node"], "uid": uid, "run_uid": ", ".join(sorted(theirs))}
         when = node.get("created")
         if when is None or started is None or not _after(when, started):

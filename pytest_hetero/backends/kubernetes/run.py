@@ -233,15 +233,25 @@ TOO_LARGE_EXIT = 42
 """Exit code of :func:`read_outputs`' script when the file is larger than the limit (its size on stderr)."""
 
 
+CHANGED_EXIT = 43
+"""Exit code of :func:`read_outputs`' script when the file's size or change time (``stat -c %z``: nanoseconds with
+GNU coreutils; a file's ctime cannot be set back by its writer) after the copy differs from before it."""
+
+
 def outputs_script(path: str, size_to: str = " >&2", announce: bool = False) -> str:
     """The shell script reading the outputs file ``path``: exit 1 when it does not exist, exit
     :data:`TOO_LARGE_EXIT` with its size printed (``size_to``: a redirection, stderr by default) when it has more than
     :data:`MAX_OUTPUTS_BYTES` bytes (measured with ``wc -c`` before anything is copied), else its bytes on stdout
-    (``announce``: after its size on stderr, which the reader checks what arrived against)."""
+    (``announce``: after its size on stderr, which the reader checks what arrived against; then exit
+    :data:`CHANGED_EXIT` when the file's size or change time after the copy is not what it was before: a process
+    wrote it meanwhile)."""
     quoted = shlex.quote(path)
-    return (f"[ -f {quoted} ] || exit 1; n=$(wc -c < {quoted}); if [ \"$n\" -gt {MAX_OUTPUTS_BYTES} ]; "
+    stamp = f"$(stat -c %z {quoted} 2>/dev/null)"
+    return (f"[ -f {quoted} ] || exit 1; {f'c={stamp}; ' if announce else ''}n=$(wc -c < {quoted}); "
+            f"if [ \"$n\" -gt {MAX_OUTPUTS_BYTES} ]; "
             f"then echo \"$n\"{size_to}; exit {TOO_LARGE_EXIT}; fi; {'echo $n >&2; ' if announce else ''}"
-            f"cat {quoted}")
+            f"cat {quoted}" + (f" || exit; [ \"$(wc -c < {quoted})\" = \"$n\" ] && [ \"{stamp}\" = \"$c\" ] || "
+                               f"exit {CHANGED_EXIT}" if announce else ""))
 
 
 def outputs_of(status: int | None, printed: bytes, path: str) -> bytes | None:
@@ -263,8 +273,10 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str, re
 
     Raises ActionFailed ``outputs_too_large`` (algorithm) when it has more than :data:`MAX_OUTPUTS_BYTES`
     bytes (measured with ``wc -c`` in the pod before anything is copied; or more came while it was copied),
-    EngineUnavailable ``exec_stream_lost`` (infrastructure) when fewer bytes arrived than ``wc -c`` counted: the
-    apiserver's exec stream can close with the process before it delivered the end of stdout
+    ActionFailed ``outputs_changed`` (algorithm) when the file's size or change time after the copy differs from before
+    it, or more bytes arrived than were counted (a process the run left wrote it: :func:`outputs_script`), and
+    EngineUnavailable ``exec_stream_lost`` (infrastructure) when fewer bytes of an unchanged file arrived than
+    ``wc -c`` counted: the apiserver's exec stream can close with the process before it delivered the end of stdout
     (kubernetes/kubernetes#124571), and a cut file must not be judged as the model's outputs.
     """
     script = outputs_script(path, announce=True)
@@ -274,17 +286,22 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str, re
                          stdout_cap=MAX_OUTPUTS_BYTES, raw_stdout=True)
     if remove is not None and done.exit_code is None:
         kube_exec.try_run(core, namespace, pod, ["rm", "-rf", remove], 5)
+    counted = done.stderr.strip().partition("\n")[0].strip()
+    arrived = len(done.stdout_bytes) if done.stdout_bytes is not None else None
+    if done.exit_code == CHANGED_EXIT or (arrived is not None and counted.isdigit() and arrived > int(counted)):
+        raise ActionFailed(f"the outputs file {path} of the model run in pod {pod} changed while the gate read it "
+                           f"after the run's end ({arrived} bytes arrived of the {counted or 'unknown number of'} "
+                           "bytes wc -c counted): a process the run left still writes it", "outputs_changed")
     if done.exit_code != 0:
         return outputs_of(done.exit_code, done.stderr.encode("utf-8", "replace"), path)
     if done.stdout_bytes is None:
         raise ActionFailed(f"entrypoint wrote more than {MAX_OUTPUTS_BYTES} bytes of outputs ({path}): the file grew "
                            "while it was read", "outputs_too_large")
-    counted = done.stderr.strip().partition("\n")[0].strip()
-    if counted != str(len(done.stdout_bytes)):
+    if counted != str(arrived):
         raise EngineUnavailable(
-            f"reading the outputs file {path} of the model run in pod {pod}: {len(done.stdout_bytes)} bytes arrived "
-            f"of the {counted or 'unknown number of'} bytes wc -c counted: the exec stream ended before the rest "
-            "came (or a process of the run still wrote the file)", "exec_stream_lost")
+            f"reading the outputs file {path} of the model run in pod {pod}: {arrived} bytes arrived "
+            f"of the {counted or 'unknown number of'} bytes wc -c counted, the file unchanged: the exec stream ended "
+            "before the rest came", "exec_stream_lost")
     return outputs_of(0, done.stdout_bytes, path)
 
 
@@ -616,8 +633,36 @@ def status_file(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str) 
         if outcome.category == "pod_deleted":
             raise outcome from None
         return "lost"
-    said = said_status(read.stdout.partition("\n")[0], run_dir)
+    said = checked_status(read, read.stdout.partition("\n")[0], run_dir)
     return "lost" if said is None else said
+
+
+def checked_status(read: kube_exec.ExecOutcome, line: str, run_dir: str) -> int | str | None:
+    """The status of the check ``read`` whose first line is ``line`` (:func:`said_status`); None when the pod did not
+    answer it (:func:`answered`). Raises ActionFailed ``run_status_unreadable`` when the file holds no status, or when
+    the pod answered the check without its line (:func:`check_ended`)."""
+    said = said_status(line, run_dir)
+    if said is None and answered(read):
+        raise check_ended(read, run_dir)
+    return said
+
+
+def answered(read: kube_exec.ExecOutcome) -> bool:
+    """Did the pod say how a check's exec ended (an exit status, or the kubelet's failure: the error channel's Status),
+    rather than not answering (no Status, or the check timed out)?"""
+    return bool(read.status) and not read.timed_out and not read.abandoned
+
+
+def check_ended(read: kube_exec.ExecOutcome, run_dir: str) -> ActionFailed:
+    """ActionFailed ``run_status_unreadable`` (algorithm) for a check of the run's status file (:func:`status_script`)
+    that the pod answered (:func:`answered`) without the check's line: it was ended in the pod (killed, or its open of
+    the file held), and only the run's processes share the pod with the gate's checks. Taking it for a pod that did not
+    answer let a model that exits 0 with bad outputs, leaving a process that ends each check, have its run blamed on a
+    lost exec stream (``exec_stream_lost``, infrastructure)."""
+    how = f"exit status {read.exit_code}" if read.exit_code is not None else "the kubelet's failure"
+    return ActionFailed(f"the check of the model run's status file {run_dir}/.rc ended ({how}) without printing its "
+                        "line, though the pod answered: a process in the pod ended it, and only the run's processes "
+                        "share the pod with the gate's checks", "run_status_unreadable")
 
 
 def status_script(run_dir: str) -> str:
@@ -671,7 +716,8 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
     run, which must not turn its own failure into a lost stream, an infrastructure error. True when there is nothing
     to confirm (no exit status, timed out, abandoned); False when the pod does not answer. Raises ActionFailed
     ``pod_deleted`` when the pod is gone (deleted during the run), and ``run_status_unreadable`` when a reported 0
-    meets a file holding no status (:func:`said_status`). The same exec prints the wrapper's evidence files
+    meets a file holding no status (:func:`said_status`) or a check the pod answered without its line
+    (:func:`check_ended`). The same exec prints the wrapper's evidence files
     (:func:`.runtime.dump_script`): into ``dumped`` when given (one exec less per run); with ``readback``, it then
     reads the outputs file when it has at most :data:`INLINE_OUTPUTS_BYTES` bytes (:func:`outputs_script`, between a
     line with a token of this exec and one with the token and its exit status) and, the file holding the reported
@@ -715,7 +761,7 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
         dumped.update(runtime.parse_dump(rest))
     if done.exit_code != 0:
         return True  # the kubelet's own word: the run ended so
-    said = said_status(line, run_dir)
+    said = checked_status(read, line, run_dir)
     if isinstance(said, int):
         done.exit_code = said
         return True
