@@ -230,9 +230,12 @@ def test_a_failing_model_cannot_turn_its_failure_into_a_lost_stream(cluster: Clu
     core = cluster.core
     pod = running_pod(cluster, namespace)
 
+    roots: list[str] = []
+
     def run(script: str) -> tuple[str, podexec.ExecOutcome]:
         """A run of ``script`` (``RC``: its status file) whose background writer outlives it by 3 s."""
-        run_dir = f"/tmp/hetero-forge-{uuid.uuid4().hex[:8]}/runs/r"
+        roots.append(f"/tmp/hetero-forge-{uuid.uuid4().hex[:8]}")
+        run_dir = f"{roots[-1]}/runs/r"
         argv = ["/bin/sh", "-c", script.replace("RC", f"{run_dir}/.rc")]
         return run_dir, kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30)
 
@@ -268,6 +271,8 @@ def test_a_failing_model_cannot_turn_its_failure_into_a_lost_stream(cluster: Clu
             else:
                 assert kube_run.said_status(line.rstrip("\n"), run_dir) == said
     finally:
+        for root in roots:  # on KWOK the runs' folders are on this host (a writer still going cannot recreate them)
+            shutil.rmtree(root, ignore_errors=True)
         cluster.core.delete_namespace(namespace)
 
 
