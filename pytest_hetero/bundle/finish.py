@@ -394,10 +394,10 @@ def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path |
         predicate["inputs"] = evidence.get("inputs", {})
         predicate["unrecorded_files"] = aside
         predicate["inputs_not_kept"] = evidence.get("inputs_not_kept") or []
-        statement_bytes = write_statement(bundle_dir, build_statement(subjects, predicate), key)
+        statement_sha256 = write_statement(bundle_dir, build_statement(subjects, predicate), key)
     from pytest_hetero.bundle.vsa import write_vsas
 
-    write_vsas(bundle_dir, predicate["validation"], evidence["matrices"], statement_bytes, key)
+    write_vsas(bundle_dir, predicate["validation"], evidence["matrices"], statement_sha256, key)
     missing = [a["path"] for a in aside if a["kind"] == "missing"]
     if missing:
         sys.stderr.write(f"pytest-hetero: {len(missing)} artifact(s) the evidence lists are not in the bundle "
