@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
+import tracemalloc
 from pathlib import Path
 
-from pytest_hetero.bundle.manifest import Manifest, ManifestFile, _sort_key, bundle_files, manifest_bytes
+from pytest_hetero.bundle.manifest import (
+    _ENTRY_BATCH,
+    Manifest,
+    ManifestFile,
+    _sort_key,
+    bundle_files,
+    manifest_bytes,
+    write_manifest_data,
+)
 
 
 def _walk_plain(bundle: Path) -> tuple[list[str], list[str]]:
@@ -58,3 +68,28 @@ def test_the_manifest_bytes_are_json_dumps_indent_1(tmp_path: Path) -> None:
         manifest: Manifest = {"schema": "pytest-hetero/manifest/v1", "algorithm": "sha256", "files": files}
         assert manifest_bytes(manifest) == (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False)
                                             + "\n").encode("utf-8")
+
+
+def test_a_manifest_of_many_batches_is_written_piece_by_piece_as_json_dumps(tmp_path: Path) -> None:
+    """write_manifest_data writes manifest_bytes a batch of entries at a time (its text is never held whole: it was
+    held twice, as text and as bytes, beside the list of each entry's text): the same bytes and digest."""
+    rng = random.Random(2)
+    odd = ["é", "😀", '"', "\\", "\u2028"]  # now and then a name JSON escapes, or writes as it is (ensure_ascii=False)
+    files: list[ManifestFile] = [{"path": f"artifacts/m{n}{odd[n % 5] if n % 97 == 0 else ''}/{rng.getrandbits(40):x}",
+                                  "size": rng.randint(0, 10**9), "sha256": f"{rng.getrandbits(256):064x}"}
+                                 for n in range(32 * _ENTRY_BATCH + 7)]
+    files.sort(key=lambda e: _sort_key(e["path"]))
+    manifest: Manifest = {"schema": "pytest-hetero/manifest/v1", "algorithm": "sha256", "files": files}
+    reference = (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode()
+    assert manifest_bytes(manifest) == reference
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        digest = write_manifest_data(tmp_path, manifest)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / "manifest.json").read_bytes() == reference
+    assert digest == hashlib.sha256(reference).hexdigest()
+    assert peak < len(reference) / 2, f"peak {peak} bytes while writing {len(reference)}"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import stat
 import sys
+import tracemalloc
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -23,19 +26,26 @@ from pytest_hetero.bundle.attestation import (
     read_envelope,
 )
 from pytest_hetero.bundle.signing import (
+    _B64_PIECE,
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
     SigningKeyError,
     check_signature,
+    envelope_bytes,
+    envelope_for,
     generate_keypair,
     keyid,
     legacy_keyid,
     load_private_key,
     load_public_key,
     pae,
+    write_statement,
 )
 from pytest_hetero.errors import BundleError
 from pytest_hetero.evidence.model import STATUSES
+
+if TYPE_CHECKING:
+    from pytest_hetero.bundle.intoto import RunStatement
 
 
 @pytest.fixture
@@ -210,3 +220,47 @@ def test_private_key_never_appears_in_the_bundle(tmp_path: Path, keys: dict[str,
     assert str(keys["run"]).encode() not in (bundle / "statement.intoto.json").read_bytes()
     lines = (bundle / "attestation.intoto.jsonl").read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(line)["signatures"][0]["keyid"] for line in lines)
+
+
+def _large_statement(entries: int) -> RunStatement:
+    """A statement shaped like a run's whose untested scope lists ``entries`` items (a run whose business items were
+    deselected), with characters JSON escapes or writes as they are (``ensure_ascii=False``)."""
+    items = [{"blocked_by": None, "keys": {"dataset": "d", "image": "py", "model": f"m{n} é😀\u2028", "resource": "r"},
+              "layer": "business", "nodeid": f"m.matrix.yaml::r::py::m{n}@d::business", "reason": 'deselected "-k"\n',
+              "status": "deselected"} for n in range(entries)]
+    return cast("RunStatement", {"_type": "https://in-toto.io/Statement/v1", "predicateType": PREDICATE_TYPE,
+                                 "subject": [{"name": "manifest.json", "digest": {"sha256": "0" * 64}}],
+                                 "predicate": {"untested": {"items": items}, "run_signer": None, "ratio": 0.1}})
+
+
+def test_the_statement_and_its_envelope_are_json_dumps_and_envelope_for(tmp_path: Path,
+                                                                         keys: dict[str, Path]) -> None:
+    """write_statement encodes piece by piece into the PAE's buffer and writes the base64 payload in pieces: the
+    bytes are still json.dumps(indent=1)'s and envelope_bytes(envelope_for(…))'s, signed and unsigned, for a
+    statement of more than one base64 piece."""
+    statement = _large_statement(3000)
+    data = json.dumps(statement, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False).encode() + b"\n"
+    assert len(data) > 2 * _B64_PIECE
+    for key in (load_private_key(keys["run"]), None):
+        digest = write_statement(tmp_path, statement, key)
+        assert (tmp_path / "statement.intoto.json").read_bytes() == data
+        assert (tmp_path / "attestation.intoto.jsonl").read_bytes() == envelope_bytes(envelope_for(data, key))
+        assert digest == hashlib.sha256(data).hexdigest()
+        assert not (tmp_path / "attestation.intoto.jsonl.tmp").exists()
+
+
+def test_the_statement_is_held_once_while_written_and_signed(tmp_path: Path, keys: dict[str, Path]) -> None:
+    """Through json.dumps the statement was held about six times at once (the encoder's list of pieces, its text,
+    its bytes, the PAE, the base64 and the envelope's text): 2.7 KB per deselected item at a run's finish."""
+    statement = _large_statement(3000)
+    key = load_private_key(keys["run"])
+    size = len(json.dumps(statement, sort_keys=True, indent=1, ensure_ascii=False).encode())
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        write_statement(tmp_path, statement, key)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.5 * size, f"peak {peak} bytes while writing a statement of {size}"

@@ -161,3 +161,20 @@ def test_the_finish_does_not_hold_what_items_recorded(tmp_path: Path) -> None:
     assert per_item < 10_000, f"{per_item:.0f} bytes per item (32 KB when the document held the items)"
     evidence = json.loads((tmp_path / "large" / "evidence.json").read_bytes())
     assert len(evidence["items"]) == 400 and len(evidence["items"][7]["records"][0]["data"]["text"]) == 15_000
+
+
+def test_the_finish_keeps_the_journals_digests_not_its_decoded_lines(tmp_path: Path) -> None:
+    """Assembly leaves the finish (``inputs.journal``) the journal's digests, line numbers and what was set aside,
+    not every decoded line and MAC: a deselected item's line (~1 KB decoded) was held through the whole finish."""
+    from pytest_hetero.evidence.inputs import RunInputs
+
+    rec = Recorder(tmp_path / "r", {"id": "r"})
+    rec.item(_item(1))
+    rec.deselected_many((f"m.matrix.yaml::r{n:03d}::business", "deselected (-k)") for n in range(50))
+    rec.end(0, False)
+    inputs = RunInputs()
+    doc = assemble(tmp_path / "r", inputs, key=rec.key)
+    read = inputs.journal
+    assert read is not None and read.entries == [] and read.said == {}
+    assert len(read.numbers) == doc["journal"]["lines"] == read.section()["lines"] == 53
+    assert read.authenticated and read.sha256 == read.file_sha256 and not read.rejected

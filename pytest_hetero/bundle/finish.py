@@ -367,20 +367,9 @@ def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path |
         except BundleError as exc:
             refused = exc
     kept = inputs if isinstance(inputs, list) else inputs.kept if inputs is not None else []
-    run_inputs = None if isinstance(inputs, list) else inputs
-    if run_inputs is None:
-        manifest, problems = build_manifest(bundle_dir), list[Problem]()
-    else:
-        files, problems = recorded(evidence, run_inputs, bundle_dir)
-        manifest, found = recorded_manifest(bundle_dir, files, run_inputs.before)
-        problems += found
     journal = evidence.get("journal")
     torn = journal.get("torn") if journal else None
-    aside: list[UnrecordedFile] = [
-        {"path": p.path, "kind": _interrupted(p, torn), "detail": p.detail,
-         "moved_to": _set_aside(bundle_dir, p.path) if p.kind in ("unrecorded", "modified") else None}
-        for p in problems]
-    manifest_digest = write_manifest_data(bundle_dir, manifest)
+    manifest_digest, aside = _write_manifest(evidence, bundle_dir, None if isinstance(inputs, list) else inputs, torn)
     digests = dict(kept)
     subjects = [("manifest.json", manifest_digest)]
     for m in evidence["matrices"]:
@@ -394,10 +383,10 @@ def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path |
         predicate["inputs"] = evidence.get("inputs", {})
         predicate["unrecorded_files"] = aside
         predicate["inputs_not_kept"] = evidence.get("inputs_not_kept") or []
-        statement_bytes = write_statement(bundle_dir, build_statement(subjects, predicate), key)
+        statement_sha256 = write_statement(bundle_dir, build_statement(subjects, predicate), key)
     from pytest_hetero.bundle.vsa import write_vsas
 
-    write_vsas(bundle_dir, predicate["validation"], evidence["matrices"], statement_bytes, key)
+    write_vsas(bundle_dir, predicate["validation"], evidence["matrices"], statement_sha256, key)
     missing = [a["path"] for a in aside if a["kind"] == "missing"]
     if missing:
         sys.stderr.write(f"pytest-hetero: {len(missing)} artifact(s) the evidence lists are not in the bundle "
@@ -413,6 +402,24 @@ def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path |
                              f"what was kept out is listed in the signed statement; set-aside files are in "
                              f"{aside_dir(bundle_dir)}")
     return run_keyid
+
+
+def _write_manifest(evidence: EvidenceDocument, bundle_dir: Path, inputs: RunInputs | None, torn: TornLine | None
+                    ) -> tuple[str, list[UnrecordedFile]]:
+    """Write manifest.json (see :func:`finish_bundle`: what the gate wrote, with ``inputs``; else every file found)
+    after moving what it keeps out to :func:`aside_dir`; return (its hex sha256, what was kept out). What the
+    manifest is built from (a few strings per file) is released on return, before the statement is built."""
+    if inputs is None:
+        manifest, problems = build_manifest(bundle_dir), list[Problem]()
+    else:
+        files, problems = recorded(evidence, inputs, bundle_dir)
+        manifest, found = recorded_manifest(bundle_dir, files, inputs.before)
+        problems += found
+    aside: list[UnrecordedFile] = [
+        {"path": p.path, "kind": _interrupted(p, torn), "detail": p.detail,
+         "moved_to": _set_aside(bundle_dir, p.path) if p.kind in ("unrecorded", "modified") else None}
+        for p in problems]
+    return write_manifest_data(bundle_dir, manifest), aside
 
 
 def _interrupted(problem: Problem, torn: TornLine | None) -> str:

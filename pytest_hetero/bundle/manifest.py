@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from pathlib import Path
@@ -232,12 +232,21 @@ def recorded_manifest(bundle_dir: Path, recorded: dict[str, tuple[str, int]], be
 
 
 def write_manifest_data(bundle_dir: Path, manifest: Manifest) -> str:
-    """Write ``manifest`` as ``manifest.json`` (atomically); return its hex sha256."""
-    data = manifest_bytes(manifest)
+    """Write ``manifest`` as ``manifest.json`` (atomically): :func:`manifest_bytes`, a piece at a time (its text is
+    never held whole: ~170 bytes per file listed); return its hex sha256. Raises OSError when the folder cannot be
+    written (the temporary file is removed)."""
+    digest = hashlib.sha256()
     tmp = bundle_dir / (MANIFEST + ".tmp")
-    tmp.write_bytes(data)
+    try:
+        with open(tmp, "wb") as fh:
+            for piece in _manifest_pieces(manifest):
+                digest.update(piece)
+                fh.write(piece)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(bundle_dir / MANIFEST)
-    return hashlib.sha256(data).hexdigest()
+    return digest.hexdigest()
 
 
 def manifest_bytes(manifest: Manifest) -> bytes:
@@ -245,15 +254,29 @@ def manifest_bytes(manifest: Manifest) -> bytes:
     trailing newline. A manifest of the usual shape is written by hand to exactly those bytes (the
     standard library indents in pure Python: half a second at 7,500 entries); any other shape goes
     through ``json.dumps``."""
+    return b"".join(_manifest_pieces(manifest))
+
+
+_ENTRY_BATCH = 256
+"""Manifest entries written per piece of :func:`_manifest_pieces`."""
+
+
+def _manifest_pieces(manifest: Manifest) -> Iterator[bytes]:
+    """:func:`manifest_bytes` as consecutive pieces: the usual shape :data:`_ENTRY_BATCH` entries per piece (the
+    batches joined as the entries are, so the bytes are the same), any other shape in one piece."""
     if set(manifest) != _MANIFEST_FIELDS or not _usual_entries(manifest["files"]):
-        return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False)
-                + "\n").encode("utf-8")
+        yield (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False)
+               + "\n").encode("utf-8")
+        return
     entries = manifest["files"]
     dumps = encode_basestring  # what JSONEncoder(ensure_ascii=False).encode does with a str, without its checks
-    body = "\n  },\n  {\n".join(f'   "path": {dumps(e["path"])},\n   "sha256": {dumps(e["sha256"])},\n   "size": '
-                                 f'{e["size"]}' for e in entries)
-    return (f'{{\n "algorithm": {dumps(manifest["algorithm"])},\n "files": [\n  {{\n{body}\n  }}\n ],\n '
-            f'"schema": {dumps(manifest["schema"])}\n}}\n').encode()
+    between = "\n  },\n  {\n"
+    yield f'{{\n "algorithm": {dumps(manifest["algorithm"])},\n "files": [\n  {{\n'.encode()
+    for n in range(0, len(entries), _ENTRY_BATCH):
+        body = between.join(f'   "path": {dumps(e["path"])},\n   "sha256": {dumps(e["sha256"])},\n   "size": '
+                            f'{e["size"]}' for e in entries[n:n + _ENTRY_BATCH])
+        yield (between + body if n else body).encode()
+    yield f'\n  }}\n ],\n "schema": {dumps(manifest["schema"])}\n}}\n'.encode()
 
 
 def _usual_entries(entries: object) -> bool:

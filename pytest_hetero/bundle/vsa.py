@@ -90,9 +90,10 @@ def vsa_statement(pool: PoolStatus, statement_digest: str, matrix_sha256: str) -
 
 
 def write_vsas(bundle_dir: Path, validation: ValidationSection, matrices: list[MatrixEntry],
-               statement_bytes: bytes, key: Ed25519PrivateKey | Signer | None) -> int:
+               statement_sha256: str, key: Ed25519PrivateKey | Signer | None) -> int:
     """Write ``validation.intoto.jsonl`` (one envelope per pool; none written when there is no pool);
-    return the number of lines. ``matrices`` are the evidence's ``[{"name", "sha256", …}]``."""
+    return the number of lines. ``matrices`` are the evidence's ``[{"name", "sha256", …}]``; ``statement_sha256``
+    the hex sha256 of the run's ``statement.intoto.json``, the attestation each VSA names as its input."""
     from pytest_hetero.bundle.signing import envelope_bytes, envelope_for
 
     pools = validation["pools"]
@@ -100,11 +101,10 @@ def write_vsas(bundle_dir: Path, validation: ValidationSection, matrices: list[M
     if not pools:
         path.unlink(missing_ok=True)
         return 0
-    digest = hashlib.sha256(statement_bytes).hexdigest()
     shas = {m["name"]: m["sha256"] for m in matrices}
     lines = []
     for pool in pools:
-        data = json.dumps(vsa_statement(pool, digest, shas.get(pool["matrix"], "")), sort_keys=True,
+        data = json.dumps(vsa_statement(pool, statement_sha256, shas.get(pool["matrix"], "")), sort_keys=True,
                           separators=(",", ":")).encode("utf-8")
         lines.append(envelope_bytes(envelope_for(data, key)))
     tmp = path.with_name(VALIDATION + ".tmp")

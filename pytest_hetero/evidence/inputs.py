@@ -230,7 +230,8 @@ class RunInputs:
         self.section: dict[str, MatrixInputs] = {}
         """The ``inputs`` section (matrix name → code folders and acceptance files kept), see :meth:`keep`."""
         self.journal: JournalRead | None = None
-        """What assembly read from the journal (lines kept, lost, rejected), set by ``assemble``."""
+        """What assembly read from the journal (lines kept, lost, rejected; digests), set by ``assemble``: without its
+        ``entries`` and ``said`` (assembled into the evidence document, not held through the finish)."""
         self.problems: list[str] = []
         """Inputs that could not be kept, one line each (also written to stderr)."""
         self._used: dict[str, dict[str, list[str]]] = {}

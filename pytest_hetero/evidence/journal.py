@@ -187,7 +187,7 @@ class JournalRead:
     def section(self) -> JournalSection:
         """The ``journal`` section of evidence.json (and of the signed predicate)."""
         section: JournalSection = {
-            "lines": len(self.entries), "sha256": self.sha256, "authenticated": self.authenticated,
+            "lines": len(self.numbers), "sha256": self.sha256, "authenticated": self.authenticated,
             "unauthenticated_reason": self.why_not or None, "key": self.origin.key, "keyid": self.origin.keyid,
             "lost": [{"line": n, "why": why} for n, why in self.lost],
             "rejected": [{"line": n, "why": why} for n, why in self.rejected],

@@ -32,6 +32,7 @@ import os
 import time
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
@@ -706,7 +707,6 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
                           Location(str(path), spooler.problem[0]), "the journal was edited or corrupted")
     # every entry passed entry_problem (read_checked's check), an item line kept as a stub of its spooled evidence
     entries = cast("list[JournalLine]", read.entries)
-    inputs.journal = read
     run = _single([e for e in entries if e["type"] == "run"], "run", path)
     end = _single([e for e in entries if e["type"] == "end"], "end", path)
     interrupted = end is None or end["interrupted"]
@@ -759,6 +759,10 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         "warnings": warnings,
         "journal": read.section(),
     }
+    # the finish reads the journal's digests, line numbers and what was set aside (finish._record_journal); the
+    # entries, assembled above (a decoded line for each line but an item's: ~1 KB per deselected item), and each
+    # line's MAC would be held through it
+    inputs.journal = replace(read, entries=[], said={})
     return doc
 
 
