@@ -7,8 +7,10 @@ It lives outside conftest.py so that mypy, which names a module by its file, see
 
 from __future__ import annotations
 
+import atexit
 import getpass
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ def outside_inputs(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
 # neighbouring test (this suite's own workers, another checkout's suite on the same machine).
 os.environ["HETERO_SLOT_LOCKS"] = tempfile.mkdtemp(prefix="hetero-slots-")
 os.chmod(os.environ["HETERO_SLOT_LOCKS"], 0o1777)  # as the gate makes it: a test's gate run as another user shares it
+atexit.register(shutil.rmtree, os.environ["HETERO_SLOT_LOCKS"], ignore_errors=True)  # no folder left per test process
 
 # Hypothesis keeps its storage (example database, constants cache) outside the checkout: its files are
 # mode 0600, and a checkout holding one is a project the sandbox user cannot read, so the gate copies it
