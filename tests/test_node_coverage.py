@@ -504,3 +504,20 @@ def test_a_node_listed_under_two_uids_has_no_discovery_of_its_own(tmp_path: Path
     [n1] = pool["node_status"]
     assert "uid" not in n1 and n1["task_types"]["batch-inference"]["layers"]["discovery"] == "not_run"
     assert levels(pool) == {"n1": "none"}
+
+
+def test_the_pinned_workloads_of_a_large_pool_have_names_of_their_own() -> None:
+    """A node-coverage workload pinned to a node was named from 20 bits of a digest of resource/image/node: of 5,000
+    nodes named gpu-node-NNNN, six pairs shared a Pod name (and, on a KWOK host, an inputs folder), e.g. gpu-node-0603
+    and gpu-node-1869, so one node's pinned Pod could not be created beside the other's. Now 40 bits; every name is
+    still a DNS-1123 label and a label value (at most 63 characters)."""
+    from pytest_hetero.backends.kubernetes.submit import workload_names
+
+    owner = "0123456789abcdef"
+    names = [workload_names("gpu-a-very-long-resource-name-for-the-pool", "py-current-image-name",
+                            f"gpu-node-{i:04d}", owner) for i in range(1, 5001)]
+    assert len({n[0] for n in names}) == len({n[1] for n in names}) == len({n[2] for n in names}) == 5000
+    assert all(len(probe) <= 63 and len(name) <= 63 for probe, name, _ in names)
+    assert workload_names("gpu", "py", "gpu-node-0603", owner)[1] != workload_names("gpu", "py", "gpu-node-1869",
+                                                                                    owner)[1]
+    assert workload_names("gpu", "py", None, owner)[2] is None  # the shared workload's folder is the session's

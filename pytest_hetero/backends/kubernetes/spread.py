@@ -190,8 +190,9 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
     (``probe``, ``name``, ``kind``, ``body``, ``submitted_at``), shaped as :func:`.submit.submit`'s. Raises
     ActionFailed ``bad_target`` when the manifest cannot be built, the translated refusal of the create."""
     res, img = step.resource, step.image
-    tail = f"{uuid.uuid4().hex[:6]}-{session.owner[:6]}"
-    probe = f"{kc.dns_name('run', res.name, step.model.name, step.dataset.name, limit=48)}-{tail}"
+    # 40 random bits: thousands of run Pods at once never share a name, nor (on a KWOK host) an inputs folder
+    tail = f"{uuid.uuid4().hex[:10]}-{session.owner[:6]}"
+    probe = f"{kc.dns_name('run', res.name, step.model.name, step.dataset.name, limit=45)}-{tail}"
     labels = kc.labels(session.settings.run_id, session.owner, "workload", matrix=step.matrix.name,
                        resource=res.name, image=img.name, probe=probe)
     try:
@@ -206,7 +207,7 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
         body["spec"]["activeDeadlineSeconds"] = deadline
         body["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
     workload = WorkloadRecord(probe=probe, name=probe, kind=session.submit_as, error=None, node=None, body=body,
-                              submitted_at=time.time(), root=f"/tmp/hetero-{session.owner}-{tail[:6]}")
+                              submitted_at=time.time(), root=f"/tmp/hetero-{session.owner}-{tail[:10]}")
     try:
         ks.create(session.api, body)
     except Exception as exc:  # noqa: BLE001 - translated

@@ -30,6 +30,19 @@ def workload_key(resource: str, image: str, node: str | None = None) -> tuple[st
     return (resource, image) if node is None else (resource, image, node)
 
 
+def workload_names(resource: str, image: str, node: str | None, owner: str) -> tuple[str, str, str | None]:
+    """(probe label, object name, inputs root) of the resource × image workload, pinned to ``node`` when given, of the
+    gate ``owner``. A digest of the key keeps truncated names of long resource/image names apart, and the pinned
+    workloads of a pool's nodes apart: 40 bits (20 gave six pairs of 5,000 nodes named ``gpu-node-NNNN`` one name). A
+    pinned workload's inputs go to a folder of its own (None: the shared workload's ``/tmp/hetero-<owner>``): on KWOK
+    nodes every pod's exec runs on one host, where the pinned pods, checked at once, would untar into one folder."""
+    seed = f"{resource}/{image}" + (f"/{node}" if node is not None else "")
+    tail = f"{hashlib.sha1(seed.encode()).hexdigest()[:10]}-{owner[:6]}"
+    return (f"{kc.dns_name(resource, image, limit=45)}-{tail}",
+            f"{kc.dns_name('hetero', resource, image, limit=45)}-{tail}",
+            None if node is None else f"/tmp/hetero-{owner}-{tail[:10]}")
+
+
 def submit(session: KubeSession, matrix: Matrix, resource: str, image: str, node: str | None = None
            ) -> WorkloadRecord:
     """Create the resource × image workload once (later calls get the same record); return its record.
@@ -39,15 +52,8 @@ def submit(session: KubeSession, matrix: Matrix, resource: str, image: str, node
     with session.lock:
         if key in session.workloads:
             return session.workloads[key]
-        # a digest of the key keeps truncated names of long resource/image names apart
-        seed = f"{resource}/{image}" + (f"/{node}" if node is not None else "")
-        tail = f"{hashlib.sha1(seed.encode()).hexdigest()[:5]}-{session.owner[:6]}"
-        probe = f"{kc.dns_name(resource, image, limit=50)}-{tail}"
-        # a pinned workload's inputs go to a folder of its own: on KWOK nodes every pod's exec runs on one host, where
-        # the pinned pods (checked concurrently) would untar into the shared workload's folder at once
-        workload = WorkloadRecord(probe=probe, name=f"{kc.dns_name('hetero', resource, image, limit=50)}-{tail}",
-                                  kind=session.submit_as, error=None, node=node,
-                                  root=None if node is None else f"/tmp/hetero-{session.owner}-{tail[:5]}")
+        probe, name, root = workload_names(resource, image, node, session.owner)
+        workload = WorkloadRecord(probe=probe, name=name, kind=session.submit_as, error=None, node=node, root=root)
         session.workloads[key] = workload
     try:
         return create(session, matrix, resource, image, workload)
