@@ -9,6 +9,7 @@ the shared client's answers stay normal however many execs run at once.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import os
@@ -29,6 +30,8 @@ from pytest_hetero.backends.kubernetes import podexec
 from pytest_hetero.backends.kubernetes import run as kube_run
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from collections.abc import Iterator
+
     from conftest import Cluster
 
 
@@ -365,16 +368,9 @@ def test_a_model_that_ends_the_gates_status_checks_does_not_get_a_lost_stream(
 
     monkeypatch.setattr(kube_run, "NODE_VERDICT_WAIT_S", 1.0)
     monkeypatch.setattr(kube_run, "RUN_END_POLL_S", 0.3)
-    namespace = cluster.new_namespace("hetero-exec")
-    core = cluster.core
-    pod = running_pod(cluster, namespace)
-    killer = tmp_path / "killer.py"  # on KWOK the exec runs on this host
+    killer = tmp_path / "lease.py"
     killer.write_text(LEASE_KILLER)
-    run_dir = f"/tmp/hetero-lease-{uuid.uuid4().hex[:8]}/runs/r"
-    try:
-        argv = ["/bin/sh", "-c", f"setsid {sys.executable} {killer} {run_dir}/.rc 30 kill >/dev/null 2>&1 & "
-                                 "sleep 0.1; exit 0"]
-        done = kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30)
+    with leftover_run(cluster, killer, "{run_dir}/.rc 30 kill") as (core, namespace, pod, run_dir, done):
         assert done.exit_code == 0
         time.sleep(0.5)  # the lease is taken
         with pytest.raises(ActionFailed) as ended:
@@ -384,15 +380,6 @@ def test_a_model_that_ends_the_gates_status_checks_does_not_get_a_lost_stream(
         with pytest.raises(ActionFailed) as polled:
             kube_run._run_end(core, namespace, pod, run_dir, threading.Event(), None, time.perf_counter() + 1)
         assert polled.value.category == "run_status_unreadable"
-    finally:
-        for p in (p for p in os.listdir("/proc") if p.isdigit()):
-            try:
-                if str(killer).encode() in open(f"/proc/{p}/cmdline", "rb").read():
-                    os.kill(int(p), 9)  # the test's own killer, by its id
-            except OSError:
-                pass
-        shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
-        cluster.core.delete_namespace(namespace)
 
 
 REWRITER = r'''
@@ -421,16 +408,10 @@ def test_a_model_rewriting_its_outputs_after_its_end_does_not_get_a_lost_stream(
     from pytest_hetero.backends.protocol import ActionFailed
     from pytest_hetero.judge.failures import owner_category
 
-    namespace = cluster.new_namespace("hetero-exec")
-    core = cluster.core
-    pod = running_pod(cluster, namespace)
-    rewriter = tmp_path / "rewriter.py"  # on KWOK the exec runs on this host
+    rewriter = tmp_path / "rewrite.py"
     rewriter.write_text(REWRITER)
-    run_dir = f"/tmp/hetero-rewrite-{uuid.uuid4().hex[:8]}/runs/r"
-    try:
-        argv = ["/bin/sh", "-c", f"setsid {sys.executable} {rewriter} {run_dir}/outputs.json 20 >/dev/null 2>&1 & "
-                                 "sleep 0.3; exit 0"]
-        assert kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30).exit_code == 0
+    with leftover_run(cluster, rewriter, "{run_dir}/outputs.json 20", 0.3) as (core, namespace, pod, run_dir, done):
+        assert done.exit_code == 0
         categories = set()
         for _ in range(8):
             try:
@@ -440,15 +421,6 @@ def test_a_model_rewriting_its_outputs_after_its_end_does_not_get_a_lost_stream(
                 categories.add(exc.category)
         assert "exec_stream_lost" not in categories and "outputs_changed" in categories, categories
         assert owner_category("outputs_changed", "model") == "algorithm"
-    finally:
-        for p in (p for p in os.listdir("/proc") if p.isdigit()):
-            try:
-                if str(rewriter).encode() in open(f"/proc/{p}/cmdline", "rb").read():
-                    os.kill(int(p), 9)  # the test's own rewriter, by its id
-            except OSError:
-                pass
-        shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
-        cluster.core.delete_namespace(namespace)
 
 
 @pytest.mark.xfail(strict=True, reason="defect: a check of .rc that a process of the run holds past its 15 s (a lease "
@@ -461,25 +433,35 @@ def test_a_model_that_holds_the_gates_status_checks_does_not_get_a_lost_stream(
     only holds each check's open (nothing is killed): every check times out after 15 s."""
     monkeypatch.setattr(kube_run, "NODE_VERDICT_WAIT_S", 1.0)
     monkeypatch.setattr(kube_run, "RUN_END_POLL_S", 0.3)
-    namespace = cluster.new_namespace("hetero-exec")
-    core = cluster.core
-    pod = running_pod(cluster, namespace)
-    holder = tmp_path / "holder.py"  # on KWOK the exec runs on this host
+    holder = tmp_path / "hold.py"
     holder.write_text(LEASE_KILLER)
-    run_dir = f"/tmp/hetero-hold-{uuid.uuid4().hex[:8]}/runs/r"
-    try:
-        argv = ["/bin/sh", "-c", f"setsid {sys.executable} {holder} {run_dir}/.rc 40 >/dev/null 2>&1 & "
-                                 "sleep 0.1; exit 0"]
-        done = kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30)
+    with leftover_run(cluster, holder, "{run_dir}/.rc 40") as (core, namespace, pod, run_dir, done):
         time.sleep(0.5)  # the lease is taken
         assert not kube_run.exit_confirmed(core, namespace, pod, run_dir, done, {})  # its check timed out
         end = kube_run._run_end(core, namespace, pod, run_dir, threading.Event(), None, time.perf_counter() + 1)
         assert end != "lost", "the pod answered; a process of the run held the check"
+
+
+@contextlib.contextmanager
+def leftover_run(cluster: Cluster, program: Path, args: str, wait_s: float = 0.1
+                 ) -> Iterator[tuple[client.CoreV1Api, str, str, str, podexec.ExecOutcome]]:
+    """A run in a new pod that starts ``program`` (Python, by this interpreter, with ``args``: ``{run_dir}`` is the
+    run's folder; on KWOK the exec runs on this host) in the background, then exits 0 after ``wait_s``:
+    ``(core, namespace, pod, run_dir, outcome)``. After: the leftover process killed (by its program's path), the
+    run's folder and the namespace removed."""
+    namespace = cluster.new_namespace("hetero-exec")
+    core = cluster.core
+    pod = running_pod(cluster, namespace)
+    run_dir = f"/tmp/hetero-{program.stem}-{uuid.uuid4().hex[:8]}/runs/r"
+    try:
+        argv = ["/bin/sh", "-c", f"setsid {sys.executable} {program} {args.format(run_dir=run_dir)} >/dev/null 2>&1 & "
+                                 f"sleep {wait_s}; exit 0"]
+        yield core, namespace, pod, run_dir, kube_run.run_model(core, namespace, pod, argv, run_dir, "/tmp", {}, 30)
     finally:
         for p in (p for p in os.listdir("/proc") if p.isdigit()):
             try:
-                if str(holder).encode() in open(f"/proc/{p}/cmdline", "rb").read():
-                    os.kill(int(p), 9)  # the test's own holder, by its id
+                if str(program).encode() in open(f"/proc/{p}/cmdline", "rb").read():
+                    os.kill(int(p), 9)  # the test's own leftover, by its path
             except OSError:
                 pass
         shutil.rmtree(os.path.dirname(os.path.dirname(run_dir)), ignore_errors=True)
