@@ -91,7 +91,8 @@ def test_a_container_the_model_item_had_to_start_is_ledgered_once(pytester: pyte
         1 * (end - container["placed"]), abs=0.01)
 
 
-HOLD = ("import runpy, sys, time; held = bytearray(160 * 2**20); held[::4096] = b'x' * (160 * 256); time.sleep(2.5); "
+HOLD = ("import runpy, sys, time; held = bytearray(160 * 2**20); held[::4096] = b'x' * (160 * 256); "
+        "end = time.monotonic() + 2.5\nwhile time.monotonic() < end: pass\n"  # busy: every tick's CPU counter moves
         "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 

@@ -355,6 +355,11 @@ while time.time() < end:
 '''
 
 
+@pytest.mark.xfail(strict=True, reason="on KWOK a check the run's leftover kills comes back with a Status and no exit "
+                   "code, as the apiserver answers when it cannot reach a stopped kubelet (tests/kubernetes/"
+                   "test_realnode_layers.py::test_node_not_ready_mid_run): taking that for the pod's word blamed a "
+                   "stopped node on the model, so only an exit code counts, and here the run is still blamed on a "
+                   "lost stream (a real kubelet reports a killed process's 128+N)")
 def test_a_model_that_ends_the_gates_status_checks_does_not_get_a_lost_stream(
         cluster: Cluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The gate's checks of a run's status file run in the run's pod, beside the run's processes. A model that exits

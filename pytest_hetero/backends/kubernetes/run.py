@@ -648,9 +648,11 @@ def checked_status(read: kube_exec.ExecOutcome, line: str, run_dir: str) -> int 
 
 
 def answered(read: kube_exec.ExecOutcome) -> bool:
-    """Did the pod say how a check's exec ended (an exit status, or the kubelet's failure: the error channel's Status),
-    rather than not answering (no Status, or the check timed out)?"""
-    return bool(read.status) and not read.timed_out and not read.abandoned
+    """Did the pod say how a check's exec ended: an exit status (the process ended, killed or not), rather than not
+    answering (no Status, a Status without an exit code, or the check timed out)? A Status without an exit code is
+    also what the apiserver sends when it cannot reach a stopped kubelet: taking it for the pod's word made a node
+    stopped mid-run the model's failure (``run_status_unreadable``) instead of ``node_not_ready``."""
+    return read.exit_code is not None and not read.timed_out and not read.abandoned
 
 
 def check_ended(read: kube_exec.ExecOutcome, run_dir: str) -> ActionFailed:
