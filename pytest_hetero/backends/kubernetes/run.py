@@ -661,19 +661,19 @@ def check_ended(read: kube_exec.ExecOutcome, run_dir: str) -> ActionFailed:
     the file held), and only the run's processes share the pod with the gate's checks. Taking it for a pod that did not
     answer let a model that exits 0 with bad outputs, leaving a process that ends each check, have its run blamed on a
     lost exec stream (``exec_stream_lost``, infrastructure)."""
-    how = f"exit status {read.exit_code}" if read.exit_code is not None else "the kubelet's failure"
-    return ActionFailed(f"the check of the model run's status file {run_dir}/.rc ended ({how}) without printing its "
-                        "line, though the pod answered: a process in the pod ended it, and only the run's processes "
-                        "share the pod with the gate's checks", "run_status_unreadable")
+    return ActionFailed(f"the check of the model run's status file {run_dir}/.rc ended (exit status {read.exit_code}) "
+                        "without printing its line, though the pod answered: a process in the pod ended it, and only "
+                        "the run's processes share the pod with the gate's checks", "run_status_unreadable")
 
 
 def status_script(run_dir: str) -> str:
-    """Shell that prints one line ``rc <status>`` from ``run_dir/.rc``: its first 32 bytes when they are digits and
-    ``-`` only (trailing newlines dropped), ``rc ?`` when they hold anything else (nothing in the file can read as
-    another line or a token), ``rc `` for an empty file, ``rc none`` without one (:func:`said_status` reads it). One
-    process (``head``) besides the shell's builtins."""
+    """Shell that prints one line ``rc <status>`` from ``run_dir/.rc`` (its first 32 bytes left in ``$v`` for the
+    rest of the script; empty without the file, whatever the container's environment set): those bytes when they are
+    digits and ``-`` only (trailing newlines dropped), ``rc ?`` when they hold anything else (nothing in the file can
+    read as another line or a token), ``rc `` for an empty file, ``rc none`` without one (:func:`said_status` reads
+    it). One process (``head``) besides the shell's builtins."""
     rc = f"{shlex.quote(run_dir)}/.rc"
-    return (f"if [ -f {rc} ]; then v=$(head -c 32 {rc}); case \"$v\" in *[!0-9-]*) echo 'rc ?';; "
+    return (f"v=; if [ -f {rc} ]; then v=$(head -c 32 {rc}); case \"$v\" in *[!0-9-]*) echo 'rc ?';; "
             f"*) printf 'rc %s\\n' \"$v\";; esac; else echo 'rc none'; fi")
 
 
@@ -728,7 +728,6 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
     once that exec also ended with a status (else the caller removes it as before)."""
     if done.exit_code is None or done.timed_out or done.abandoned:
         return True
-    rc_file = f"{shlex.quote(run_dir)}/.rc"
     script = f"{status_script(run_dir)}; {runtime.dump_script(run_dir)}"
     token = uuid.uuid4().hex
     if readback is not None:
@@ -737,7 +736,8 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
                   f"if [ -f {path} ] && [ \"$(wc -c < {path})\" -gt {INLINE_OUTPUTS_BYTES} ]; then rc=-; "
                   f"else ( {outputs_script(readback.path, '')} ); rc=$?; fi; printf '\\n=== {token} %s\\n' \"$rc\"")
         if readback.remove is not None:
-            script += (f"; [ \"$rc\" != - ] && [ \"$(cat {rc_file} 2>/dev/null)\" = {done.exit_code} ] && "
+            # v: the status file's first 32 bytes, as status_script read them in this shell (not a second read)
+            script += (f"; [ \"$rc\" != - ] && [ \"$v\" = {done.exit_code} ] && "
                        f"rm -rf {shlex.quote(readback.remove)}; exit 0")
     try:
         read = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 15,
